@@ -1,0 +1,3 @@
+"""chunkwise: long documents, short-context models."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,158 @@
+"""The one LLM interface every part of chunkwise talks to.
+
+A backend turns a batch of :class:`Request` into the same number of :class:`Completion`,
+in order. Backends choose their own concurrency (batched forward passes, async HTTP with a
+bound); callers always hand over whole waves of work so that they can.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+Message = dict[str, str]
+Prompt = str | list[Message]
+FinishReason = Literal["stop", "length", "error"]
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Decoding settings for one request. ``temperature == 0`` means greedy."""
+
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    logprobs: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        object.__setattr__(self, "stop", tuple(self.stop))
+
+    def with_(self, **changes: object) -> GenerationParams:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Request:
+    """A prompt (plain text, or chat messages) and how to decode it."""
+
+    prompt: Prompt
+    params: GenerationParams = field(default_factory=GenerationParams)
+
+    @property
+    def is_chat(self) -> bool:
+        return not isinstance(self.prompt, str)
+
+
+@dataclass
+class Completion:
+    """What a backend returns for one request."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: FinishReason
+    latency_s: float
+    token_logprobs: list[float] | None = None
+    tokens: list[str] | None = None
+
+    def mean_token_prob(self, start_char: int = 0, end_char: int | None = None) -> float | None:
+        """Mean probability of the generated tokens overlapping ``text[start_char:end_char]``.
+
+        ``None`` when the backend gave no log-probabilities.
+        """
+        if self.token_logprobs is None or not self.token_logprobs:
+            return None
+        if self.tokens is None:
+            picked = self.token_logprobs
+        else:
+            end_char = len(self.text) if end_char is None else end_char
+            picked, pos = [], 0
+            for tok, lp in zip(self.tokens, self.token_logprobs, strict=False):
+                tok_end = pos + len(tok)
+                if tok_end > start_char and pos < end_char:
+                    picked.append(lp)
+                pos = tok_end
+            if not picked:
+                return None
+        return sum(math.exp(lp) for lp in picked) / len(picked)
+
+
+class LLM(abc.ABC):
+    """Abstract backend. Subclasses implement :meth:`_generate` and :meth:`count_tokens`."""
+
+    #: the spec string this backend was loaded from, e.g. ``hf:default``
+    spec: str = ""
+    #: whether prompts should be chat messages (chat-tuned model with a template)
+    chat: bool = False
+
+    @property
+    @abc.abstractmethod
+    def context_window(self) -> int:
+        """Maximum prompt + completion tokens the model accepts."""
+
+    @abc.abstractmethod
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes in this model's tokenizer (no special tokens)."""
+
+    @abc.abstractmethod
+    def _generate(self, requests: Sequence[Request]) -> list[Completion]: ...
+
+    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        """Complete every request; the output is in the same order as the input."""
+        requests = list(requests)
+        if not requests:
+            return []
+        out = self._generate(requests)
+        if len(out) != len(requests):  # pragma: no cover - a backend bug
+            raise RuntimeError(f"{type(self).__name__} returned {len(out)} of {len(requests)}")
+        return out
+
+    def complete(self, prompt: Prompt, **params: object) -> Completion:
+        """Convenience: one prompt, keyword decoding params."""
+        return self.generate([Request(prompt, GenerationParams(**params))])[0]  # type: ignore[arg-type]
+
+    # Token-id helpers: backends with a real tokenizer override these so that the chunker and
+    # middle truncation can cut exactly at token boundaries.
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError(f"{type(self).__name__} exposes no token ids")
+
+    def decode(self, ids: Sequence[int]) -> str:
+        raise NotImplementedError(f"{type(self).__name__} exposes no token ids")
+
+    def prompt_tokens(self, prompt: Prompt) -> int:
+        """Tokens a whole prompt takes, chat template included where one applies."""
+        if isinstance(prompt, str):
+            return self.count_tokens(prompt)
+        # Without a template we cannot know exactly; role headers cost a few tokens each.
+        return sum(self.count_tokens(m["content"]) + 4 for m in prompt)
+
+    def close(self) -> None:
+        """Release resources (threads, sessions). Safe to call twice."""
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def apply_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """Cut ``text`` at the earliest stop string. Returns (text, whether a stop was hit)."""
+    cut = len(text)
+    for s in stop:
+        if s:
+            i = text.find(s)
+            if i != -1 and i < cut:
+                cut = i
+    return text[:cut], cut < len(text)

@@ -1,0 +1,123 @@
+"""Model specs: the one place where a string like ``hf:default?ctx=8192`` becomes a backend.
+
+Forms (options after ``?`` as ``key=value`` pairs joined by ``&``)::
+
+    hf:default                          the embedded Gemma-3-270M (base), CPU
+    hf:/path/or/hub-id                  any transformers causal LM
+    hf:BASE+adapter=/path/lora          a LoRA adapter over BASE (peft)
+    openai:MODEL@http://host:port/v1    any OpenAI-compatible server
+    vllm:hub-id?tp=8                    offline vLLM engine, tensor parallel
+    llamacpp:default | llamacpp:/m.gguf GGUF through llama-cpp-python
+    scripted:NAME                       deterministic test double (unit tests only)
+    /path/to/training/output            a folder: full weights or a LoRA adapter (hf backend)
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+from chunkwise.errors import BadInput
+from chunkwise.llm.base import LLM
+
+VALID_FORMS = (
+    "hf:default",
+    "hf:/path/or/hub-id",
+    "hf:BASE+adapter=/path/lora",
+    "openai:MODEL@http://127.0.0.1:8000/v1",
+    "vllm:hub-id?tp=8",
+    "llamacpp:default",
+    "llamacpp:/path/model.gguf",
+    "scripted:NAME",
+    "/path/to/checkpoint-folder",
+)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    backend: str
+    target: str
+    options: dict[str, str] = field(default_factory=dict)
+    adapter: str | None = None
+    raw: str = ""
+
+    def opt(self, key: str, default: str | None = None) -> str | None:
+        return self.options.get(key, default)
+
+    def int_opt(self, key: str, default: int | None = None) -> int | None:
+        v = self.options.get(key)
+        if v is None:
+            return default
+        try:
+            return int(v)
+        except ValueError:
+            raise BadInput(f"model spec {self.raw!r}: option {key}={v!r} is not an integer") from None
+
+    def bool_opt(self, key: str, default: bool | None = None) -> bool | None:
+        v = self.options.get(key)
+        if v is None:
+            return default
+        if v.lower() in {"1", "true", "yes", "on"}:
+            return True
+        if v.lower() in {"0", "false", "no", "off"}:
+            return False
+        raise BadInput(f"model spec {self.raw!r}: option {key}={v!r} is not a boolean")
+
+
+# backend name -> "module:function" that builds an LLM from a ModelSpec (imported lazily so that
+# `chunkwise --help` does not pay for torch).
+BACKENDS: dict[str, str] = {
+    "hf": "chunkwise.llm.hf:load",
+    "openai": "chunkwise.llm.openai_compat:load",
+    "vllm": "chunkwise.llm.vllm_backend:load",
+    "llamacpp": "chunkwise.llm.llamacpp:load",
+    "scripted": "chunkwise.llm.scripted:load",
+}
+
+
+def _bad(spec: str, why: str) -> BadInput:
+    forms = "\n  ".join(VALID_FORMS)
+    return BadInput(f"invalid model spec {spec!r}: {why}. Valid forms:\n  {forms}")
+
+
+def parse_spec(spec: str) -> ModelSpec:
+    """Parse a model spec string; raise :class:`BadInput` listing the valid forms."""
+    raw = spec.strip()
+    if not raw:
+        raise _bad(spec, "empty")
+    backend, sep, rest = raw.partition(":")
+    if not sep or backend not in BACKENDS:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            return ModelSpec("hf", str(path), raw=raw)
+        if sep and "/" not in backend:
+            raise _bad(spec, f"unknown backend {backend!r}")
+        raise _bad(spec, "no backend prefix and not an existing folder")
+    rest, _, query = rest.partition("?")
+    try:
+        options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)))
+    except ValueError:
+        raise _bad(spec, f"options {query!r} are not key=value pairs joined by '&'") from None
+    adapter = None
+    if "+adapter=" in rest:
+        rest, _, adapter = rest.partition("+adapter=")
+        if not adapter:
+            raise _bad(spec, "empty adapter path")
+    if not rest:
+        raise _bad(spec, "nothing after the backend prefix")
+    return ModelSpec(backend, rest, options, adapter, raw)
+
+
+def load_llm(spec: str | ModelSpec, **overrides: str) -> LLM:
+    """Build the backend a spec names. ``overrides`` are merged into the spec's options."""
+    ms = parse_spec(spec) if isinstance(spec, str) else spec
+    if overrides:
+        ms = ModelSpec(ms.backend, ms.target, {**ms.options, **overrides}, ms.adapter, ms.raw)
+    module_name, func_name = BACKENDS[ms.backend].split(":")
+    loader: Callable[[ModelSpec], LLM] = getattr(importlib.import_module(module_name), func_name)
+    llm = loader(ms)
+    llm.spec = ms.raw
+    return llm

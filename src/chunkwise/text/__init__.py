@@ -1,0 +1,16 @@
+"""Token counting, sentence splitting and the token-budgeted chunker."""
+
+from chunkwise.text.budget import chunk_budget
+from chunkwise.text.chunker import Chunk, chunk_document
+from chunkwise.text.sentences import split_sentences
+from chunkwise.text.tokens import TokenCounter, WordPieceCounter, middle_truncate
+
+__all__ = [
+    "Chunk",
+    "TokenCounter",
+    "WordPieceCounter",
+    "chunk_budget",
+    "chunk_document",
+    "middle_truncate",
+    "split_sentences",
+]
