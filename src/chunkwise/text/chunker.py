@@ -79,6 +79,7 @@ class _Cutter:
         self.min_fill = min_fill
         self.offsets = [(s, e) for s, e in counter.token_offsets(text) if e > s]
         self.ends = [e for _, e in self.offsets]
+        self.forced_end: dict[int, int] = {}
 
     def span(self, cur: int, budget: int, region_end: int) -> tuple[int, int]:
         """(start, end) of the chunk that starts at the first non-space char at/after ``cur``."""
@@ -106,7 +107,11 @@ class _Cutter:
             s, e = _trim(self.text, cur, end)
             if e <= s:
                 return spans
-            s, e = self.span(cur, budgets.get(first_index + len(spans), default), end)
+            k = first_index + len(spans)
+            if k in self.forced_end:
+                s, e = _trim(self.text, s, self.forced_end[k])
+            else:
+                s, e = self.span(cur, budgets.get(k, default), end)
             spans.append((s, e))
             if e >= _trim(self.text, s, end)[1]:
                 return spans
@@ -121,6 +126,7 @@ class _Cutter:
         """
         margin = 0 if max_tokens < 64 else max(1, max_tokens // 200)
         budgets: dict[int, int] = {}
+        self.forced_end = {}
         done: list[tuple[int, int, int]] = []
         cur = start
         while True:
@@ -132,10 +138,29 @@ class _Cutter:
             done += [(s, e, n) for (s, e), n in zip(pending[:bad], counts[:bad], strict=True)]
             k = len(done)
             used = budgets.get(k, max_tokens - margin)
-            if used <= 1:  # pragma: no cover - a tokenizer that cannot fit one token
-                raise BadInput(f"cannot fit the text at char {pending[bad][0]} in {max_tokens} tokens")
-            budgets[k] = max(1, used - (counts[bad] - max_tokens) - 1)
+            if used <= 1 or k in self.forced_end:
+                # Even one token of the document's tokenization re-tokenizes to too many on
+                # its own: cut inside it, character by character.
+                self.forced_end[k] = self._char_cut(*pending[bad], max_tokens)
+            else:
+                budgets[k] = max(1, used - (counts[bad] - max_tokens) - 1)
             cur = self._next_start(done[-1][0], done[-1][1], overlap) if done else start
+
+    def _char_cut(self, s: int, e: int, max_tokens: int) -> int:
+        """The longest prefix end of text[s:e] (shorter than e) that fits ``max_tokens``."""
+        lo, hi = s, e - 1  # invariant: text[s:lo] fits (or lo == s); answer in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.counter.count_tokens(self.text[s:mid]) <= max_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo <= s:
+            raise BadInput(
+                f"the text at char {s} takes more than {max_tokens} tokens even one character "
+                "at a time; use a larger budget"
+            )
+        return lo
 
     def _next_start(self, s: int, e: int, overlap: int) -> int:
         if overlap <= 0:
@@ -146,6 +171,8 @@ class _Cutter:
         if back > last:
             return e
         pos = self.offsets[back][0]
+        if pos == 0 or self.text[pos - 1].isspace():
+            return pos
         m = _SPACE.search(self.text, pos, e)  # snap forward to a word start
         return m.end() if m and m.end() < e else pos
 

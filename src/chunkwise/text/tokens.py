@@ -47,6 +47,31 @@ class WordPieceCounter:
         return int(n * self.scale + 0.999999) if self.scale != 1.0 else n
 
 
+class HFTokenCounter:
+    """A :class:`TokenCounter` over a Hugging Face tokenizer (no special tokens)."""
+
+    def __init__(self, tokenizer: object):
+        self.tokenizer = tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def count_tokens_batch(self, texts: list[str]) -> list[int]:
+        if not texts:
+            return []
+        return [len(x) for x in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [(int(s), int(e)) for s, e in enc["offset_mapping"]]
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
 def count_many(counter: TokenCounter, texts: Sequence[str]) -> list[int]:
     """Count several texts, through the backend's batched path when it has one."""
     batched = getattr(counter, "count_tokens_batch", None)

@@ -1,0 +1,1 @@
+"""Benchmark records: readers, writers and synthetic generators."""

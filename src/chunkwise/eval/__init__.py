@@ -1,0 +1,1 @@
+"""Benchmark scoring: InfiniteBench metrics (official and LLM×MapReduce variants)."""

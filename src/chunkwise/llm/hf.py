@@ -1,0 +1,312 @@
+"""transformers backend: any causal LM folder or hub id, LoRA adapters through peft.
+
+Batched generation with left padding, greedy or sampling, stop strings, optional per-token
+log-probabilities. Chat-tuned models with a chat template get it applied; base models (such
+as the embedded default) get plain prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from chunkwise.errors import BadInput, MissingDependency
+from chunkwise.llm.base import LLM, Completion, GenerationParams, Prompt, Request, apply_stop
+from chunkwise.llm.spec import ModelSpec, parse_spec
+from chunkwise.text.tokens import HFTokenCounter
+
+log = logging.getLogger(__name__)
+
+#: file a training run writes beside an adapter to say which base model it extends
+BASE_SPEC_FILE = "chunkwise_model.json"
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise MissingDependency("torch", "pip install torch==2.13.0 (CPU) or a CUDA build") from None
+    return torch
+
+
+class _StopOnStrings:
+    """Stopping criterion: a row is done once its generated tail contains a stop string."""
+
+    def __init__(self, tokenizer: Any, stops: Sequence[str], prompt_len: int):
+        self.tokenizer = tokenizer
+        self.stops = [s for s in stops if s]
+        self.prompt_len = prompt_len
+        self.window = 4 + max(len(s) for s in self.stops)  # tokens: >= 1 char each
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        torch = _torch()
+        tails = input_ids[:, max(self.prompt_len, input_ids.shape[1] - self.window) :]
+        texts = self.tokenizer.batch_decode(tails, skip_special_tokens=True)
+        done = [any(s in t for s in self.stops) for t in texts]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+class HFLLM(LLM):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        window: int,
+        chat: bool,
+        batch_size: int = 8,
+        max_batch_tokens: int = 32768,
+    ):
+        self.model = model
+        self.tokenizer = tokenizer
+        self._window = window
+        self.chat = chat
+        self.batch_size = batch_size
+        self.max_batch_tokens = max_batch_tokens
+        self.device = next(model.parameters()).device
+        self.counter = HFTokenCounter(tokenizer)
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        eos = model.generation_config.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        if tokenizer.eos_token_id is not None:
+            self.eos_ids.add(tokenizer.eos_token_id)
+
+    # -- tokens ---------------------------------------------------------------------------
+    @property
+    def context_window(self) -> int:
+        return self._window
+
+    def count_tokens(self, text: str) -> int:
+        return self.counter.count_tokens(text)
+
+    def count_tokens_batch(self, texts: list[str]) -> list[int]:
+        return self.counter.count_tokens_batch(texts)
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        return self.counter.token_offsets(text)
+
+    def encode(self, text: str) -> list[int]:
+        return self.counter.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.counter.decode(ids)
+
+    def render(self, prompt: Prompt) -> tuple[str, bool]:
+        """(prompt text, whether the tokenizer should add special tokens)."""
+        if isinstance(prompt, str):
+            return prompt, True
+        if self.chat:
+            text = self.tokenizer.apply_chat_template(
+                prompt, tokenize=False, add_generation_prompt=True
+            )
+            return text, False  # the template writes its own BOS
+        return "\n\n".join(m["content"] for m in prompt), True
+
+    def prompt_tokens(self, prompt: Prompt) -> int:
+        text, special = self.render(prompt)
+        return len(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+
+    # -- generation -----------------------------------------------------------------------
+    def _generate(self, requests: Sequence[Request]) -> list[Completion]:
+        encoded = []
+        for r in requests:
+            text, special = self.render(r.prompt)
+            encoded.append(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+        out: list[Completion | None] = [None] * len(requests)
+        groups: dict[GenerationParams, list[int]] = defaultdict(list)
+        for i, r in enumerate(requests):
+            groups[r.params].append(i)
+        for params, idx in groups.items():
+            idx.sort(key=lambda i: -len(encoded[i]))
+            for batch in self._batches(idx, encoded):
+                for i, c in zip(batch, self._run_batch([encoded[i] for i in batch], params), strict=True):
+                    out[i] = c
+        return out  # type: ignore[return-value]
+
+    def _batches(self, idx: list[int], encoded: list[list[int]]) -> list[list[int]]:
+        batches: list[list[int]] = []
+        cur: list[int] = []
+        for i in idx:  # longest first, so the first item of a batch sets its padded length
+            longest = len(encoded[cur[0]]) if cur else len(encoded[i])
+            if cur and (
+                len(cur) >= self.batch_size or longest * (len(cur) + 1) > self.max_batch_tokens
+            ):
+                batches.append(cur)
+                cur = []
+            cur.append(i)
+        if cur:
+            batches.append(cur)
+        return batches
+
+    def _run_batch(self, prompts: list[list[int]], p: GenerationParams) -> list[Completion]:
+        torch = _torch()
+        from transformers import GenerationConfig, StoppingCriteriaList
+
+        t0 = time.perf_counter()
+        width = max(len(x) for x in prompts)
+        over = [len(x) for x in prompts if len(x) + p.max_new_tokens > self._window]
+        if over:
+            log.warning(
+                "prompt of %d tokens + %d new tokens exceeds the %d-token window",
+                max(over), p.max_new_tokens, self._window,
+            )
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, x in enumerate(prompts):
+            ids[row, width - len(x) :] = torch.tensor(x, dtype=torch.long)
+            mask[row, width - len(x) :] = 1
+        sample = p.temperature > 0
+        cfg = GenerationConfig(
+            max_new_tokens=p.max_new_tokens,
+            do_sample=sample,
+            temperature=p.temperature if sample else None,
+            top_p=p.top_p if sample else None,
+            top_k=None,
+            pad_token_id=pad,
+            eos_token_id=sorted(self.eos_ids) or None,
+            return_dict_in_generate=True,
+            output_scores=p.logprobs,
+        )
+        criteria = StoppingCriteriaList()
+        if p.stop:
+            criteria.append(_StopOnStrings(self.tokenizer, p.stop, width))
+        if sample and p.seed is not None:
+            torch.manual_seed(p.seed)
+        with torch.inference_mode():
+            res = self.model.generate(
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                generation_config=cfg,
+                stopping_criteria=criteria,
+            )
+        gen = res.sequences[:, width:].tolist()
+        logprobs = None
+        if p.logprobs and res.scores:
+            steps = torch.stack(res.scores, dim=1).float().log_softmax(-1)  # (B, T, V)
+            logprobs = steps
+        latency = time.perf_counter() - t0
+        out = []
+        for row, (x, g) in enumerate(zip(prompts, gen, strict=True)):
+            n = len(g)
+            for j, tok in enumerate(g):
+                if tok in self.eos_ids or tok == pad:
+                    n = j
+                    break
+            ended = n < len(g) or (n < p.max_new_tokens and bool(p.stop))
+            text, hit = apply_stop(self.tokenizer.decode(g[:n], skip_special_tokens=True), p.stop)
+            c = Completion(
+                text=text,
+                prompt_tokens=len(x),
+                completion_tokens=n,
+                finish_reason="stop" if (hit or ended or n < p.max_new_tokens) else "length",
+                latency_s=latency,
+            )
+            if logprobs is not None:
+                c.token_logprobs = [float(logprobs[row, j, g[j]]) for j in range(n)]
+                c.tokens = self._token_strings(g[:n])
+            out.append(c)
+        return out
+
+    def _token_strings(self, ids: list[int]) -> list[str]:
+        """Per-token text such that the pieces concatenate to the decoded text."""
+        pieces, prev = [], ""
+        for j in range(len(ids)):
+            cur = self.tokenizer.decode(ids[: j + 1], skip_special_tokens=True)
+            pieces.append(cur[len(prev) :])
+            prev = cur
+        return pieces
+
+
+def _resolve(target: str) -> tuple[str, bool]:
+    """(local folder or hub id, whether it is the embedded default)."""
+    if target == "default":
+        from chunkwise.llm.embedded import converted_dir
+
+        return str(converted_dir()), True
+    return target, False
+
+
+def _base_of_adapter(folder: Path) -> str:
+    meta = folder / BASE_SPEC_FILE
+    if meta.exists():
+        return json.loads(meta.read_text())["base"]
+    cfg = json.loads((folder / "adapter_config.json").read_text())
+    return "hf:" + cfg["base_model_name_or_path"]
+
+
+def load(spec: ModelSpec) -> LLM:
+    torch = _torch()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target, adapter, options = spec.target, spec.adapter, dict(spec.options)
+    folder = Path(target).expanduser()
+    if adapter is None and folder.is_dir() and (folder / "adapter_config.json").exists():
+        base = parse_spec(_base_of_adapter(folder))
+        target, adapter = base.target, str(folder)
+        options = {**base.options, **options}
+    path, is_default = _resolve(target)
+    if not is_default and not Path(path).expanduser().exists() and "/" not in path:
+        raise BadInput(f"model {path!r} is neither a local folder nor a hub id (org/name)")
+    trust = ModelSpec(spec.backend, target, options, raw=spec.raw).bool_opt("trust_remote_code", False)
+    ms = ModelSpec(spec.backend, target, options, adapter, spec.raw)
+    cuda = torch.cuda.is_available()
+    device = ms.opt("device", "cuda" if cuda else "cpu")
+    dtype_name = ms.opt("dtype", "bfloat16" if device.startswith("cuda") else "float32")
+    try:
+        dtype = getattr(torch, dtype_name)
+    except AttributeError:
+        raise BadInput(f"model spec {spec.raw!r}: unknown dtype {dtype_name!r}") from None
+    attn = ms.opt("attn")
+    if attn is None:
+        attn = "sdpa"
+        if device.startswith("cuda"):
+            try:
+                import flash_attn  # noqa: F401
+
+                attn = "flash_attention_2"
+            except ImportError:
+                pass
+    t0 = time.perf_counter()
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # our own log line says what is loading
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, attn_implementation=attn, trust_remote_code=trust
+        )
+    except OSError as e:
+        raise BadInput(f"cannot load model {path!r}: {str(e).splitlines()[0]}") from None
+    if adapter:
+        try:
+            from peft import PeftModel
+        except ImportError:
+            raise MissingDependency("peft (for LoRA adapters)", "pip install peft") from None
+        if not (Path(adapter) / "adapter_config.json").exists():
+            raise BadInput(f"adapter folder {adapter!r} has no adapter_config.json")
+        model = PeftModel.from_pretrained(model, adapter)
+    model.to(device).eval()
+    log.debug("loaded %s in %.1f s on %s (%s, %s)", spec.raw, time.perf_counter() - t0, device, dtype_name, attn)
+    cfg = getattr(model.config, "text_config", model.config)
+    window = ms.int_opt("ctx") or int(getattr(cfg, "max_position_embeddings", 0) or 2048)
+    chat_opt = (ms.opt("chat", "auto") or "auto").lower()
+    if chat_opt == "auto":
+        chat = getattr(tokenizer, "chat_template", None) is not None and not is_default
+    else:
+        chat = ms.bool_opt("chat", False) or False
+    return HFLLM(
+        model,
+        tokenizer,
+        window=window,
+        chat=chat,
+        batch_size=ms.int_opt("batch_size", 8) or 8,
+        max_batch_tokens=ms.int_opt("max_batch_tokens", 32768) or 32768,
+    )

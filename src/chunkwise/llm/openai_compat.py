@@ -1,0 +1,527 @@
+"""``openai`` backend: any OpenAI-compatible HTTP server (vLLM, SGLang, llama.cpp server, OpenAI).
+
+Spec form (options after ``?``, joined by ``&``)::
+
+    openai:MODEL@http://127.0.0.1:8000/v1?api=completions&concurrency=8&tokenizer=hf:default
+    openai:gpt-4o-mini?api=chat                  (no ``@URL``: https://api.openai.com/v1)
+
+=================  ==================================================================================
+ option             meaning (default)
+=================  ==================================================================================
+ ``api``            ``completions`` (default; plain prompts, what base models need) or ``chat``.
+                    Chat-message prompts always go to ``/chat/completions``.
+ ``concurrency``    requests in flight at once per backend (8)
+ ``timeout``        seconds one attempt may take, connect to last byte (300)
+ ``retries``        retries after the first attempt, so ``retries + 1`` attempts at most (4)
+ ``backoff``        base delay in seconds of the exponential back-off, jittered (0.5)
+ ``backoff_max``    longest single back-off delay in seconds, also caps ``Retry-After`` (30)
+ ``ctx``            context window the caller may assume (8192)
+ ``tokenizer``      a model spec whose tokenizer counts tokens (e.g. ``hf:default``); loaded on
+                    first use. Without it counting is a conservative word-piece estimate (x1.3).
+ ``key_env``        environment variable holding the API key (``OPENAI_API_KEY``)
+=================  ==================================================================================
+
+Retried: connection errors, timeouts, HTTP 408, 429 and 5xx, and 2xx bodies that are not the
+expected JSON. Other 4xx answers fail at once. A request that runs out of attempts raises
+:class:`~chunkwise.errors.LLMRequestError` naming it (index, prompt excerpt, URL, last error);
+the other requests of that ``generate`` call are cancelled.
+
+The API key is sent as a bearer token and nowhere else: it is never logged and is scrubbed from
+every error text (servers sometimes echo what they were sent).
+
+``generate`` is a plain blocking call: requests run on a private asyncio loop in a background
+thread, so it works from sync code and from inside a running event loop alike, and the HTTP
+connections are reused across calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from chunkwise.errors import BadInput, LLMRequestError, MissingDependency
+from chunkwise.llm.base import LLM, Completion, FinishReason, Prompt, Request, apply_stop
+from chunkwise.llm.spec import ModelSpec, parse_spec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_URL = "https://api.openai.com/v1"
+APIS = ("completions", "chat")
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "eos": "stop",
+    "stop_sequence": "stop",
+    "end_turn": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "error": "error",
+}
+
+
+class _Retry(Exception):
+    """One attempt failed in a way worth another try."""
+
+
+class _Fatal(Exception):
+    """One attempt failed in a way that another try would not fix."""
+
+
+def _excerpt(text: str, n: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def _prompt_excerpt(prompt: Prompt) -> str:
+    if isinstance(prompt, str):
+        return _excerpt(prompt)
+    users = [m.get("content", "") for m in prompt if m.get("role") == "user"]
+    return _excerpt(users[-1] if users else (prompt[-1].get("content", "") if prompt else ""))
+
+
+class _LoopThread:
+    """A private asyncio event loop running forever in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="chunkwise-openai", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submit(self, coro: Any) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class OpenAICompatLLM(LLM):
+    def __init__(
+        self,
+        model: str,
+        base_url: str = DEFAULT_URL,
+        *,
+        api: str = "completions",
+        concurrency: int = 8,
+        timeout: float = 300.0,
+        retries: int = 4,
+        backoff: float = 0.5,
+        backoff_max: float = 30.0,
+        ctx: int = 8192,
+        api_key: str | None = None,
+        tokenizer: str | LLM | None = None,
+    ):
+        if api not in APIS:
+            raise BadInput(f"api must be one of {', '.join(APIS)}, got {api!r}")
+        if concurrency < 1 or retries < 0 or timeout <= 0 or backoff < 0 or ctx < 1:
+            raise BadInput(
+                "openai backend: need concurrency >= 1, retries >= 0, timeout > 0, "
+                f"backoff >= 0, ctx >= 1 (got {concurrency}, {retries}, {timeout}, {backoff}, {ctx})"
+            )
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.api = api
+        self.chat = api == "chat"
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.max_attempts = retries + 1
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self._window = ctx
+        self.__key = api_key or None
+        self._tokenizer_spec: str | None = None
+        self._tokenizer: LLM | None = None
+        self._owns_tokenizer = False
+        if isinstance(tokenizer, LLM):
+            self._tokenizer = tokenizer
+        elif tokenizer:
+            parse_spec(tokenizer)  # fail now on a malformed spec; load on first use
+            self._tokenizer_spec = tokenizer
+        self._tok_lock = threading.Lock()
+        self._fallback: Any = None
+        self._lock = threading.Lock()
+        self._runner: _LoopThread | None = None
+        self._client: Any = None
+        self._sem: asyncio.Semaphore | None = None
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"OpenAICompatLLM(model={self.model!r}, base_url={self.base_url!r}, api={self.api!r})"
+
+    # -- tokens ---------------------------------------------------------------------------
+    @property
+    def context_window(self) -> int:
+        return self._window
+
+    def _counter(self) -> Any:
+        """The delegate tokenizer backend, or the conservative word-piece estimate."""
+        if self._tokenizer is not None:
+            return self._tokenizer
+        if self._tokenizer_spec is not None:
+            with self._tok_lock:
+                if self._tokenizer is None:
+                    from chunkwise.llm.spec import load_llm
+
+                    self._tokenizer = load_llm(self._tokenizer_spec)
+                    self._owns_tokenizer = True
+            return self._tokenizer
+        if self._fallback is None:
+            from chunkwise.text import WordPieceCounter
+
+            self._fallback = WordPieceCounter(scale=1.3)
+        return self._fallback
+
+    def count_tokens(self, text: str) -> int:
+        return self._counter().count_tokens(text)
+
+    def count_tokens_batch(self, texts: list[str]) -> list[int]:
+        counter = self._counter()
+        batched = getattr(counter, "count_tokens_batch", None)
+        if batched is not None:
+            return list(batched(list(texts)))
+        return [counter.count_tokens(t) for t in texts]
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        counter = self._counter()
+        if not hasattr(counter, "token_offsets"):
+            raise NotImplementedError(f"tokenizer {self._tokenizer_spec!r} gives no token offsets")
+        return counter.token_offsets(text)
+
+    def encode(self, text: str) -> list[int]:
+        if not (self._tokenizer or self._tokenizer_spec):
+            raise NotImplementedError("openai backend without ?tokenizer= exposes no token ids")
+        return self._counter().encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        if not (self._tokenizer or self._tokenizer_spec):
+            raise NotImplementedError("openai backend without ?tokenizer= exposes no token ids")
+        return self._counter().decode(ids)
+
+    def prompt_tokens(self, prompt: Prompt) -> int:
+        if self._tokenizer is not None or self._tokenizer_spec is not None:
+            return self._counter().prompt_tokens(prompt)
+        return super().prompt_tokens(prompt)
+
+    # -- secrets --------------------------------------------------------------------------
+    def _redact(self, text: str) -> str:
+        key = self.__key
+        if key and key in text:
+            text = text.replace(key, "[redacted]")
+        return text
+
+    # -- generation -----------------------------------------------------------------------
+    def _generate(self, requests: Sequence[Request]) -> list[Completion]:
+        with self._lock:
+            if self._runner is None:
+                self._runner = _LoopThread()
+            runner = self._runner
+        if threading.current_thread() is runner.thread:  # pragma: no cover - misuse
+            raise RuntimeError("OpenAICompatLLM.generate called from its own event loop")
+        fut = runner.submit(self._run_all(list(requests)))
+        try:
+            out = fut.result()
+        except BaseException:
+            fut.cancel()  # e.g. KeyboardInterrupt: stop the in-flight requests too
+            raise
+        for req, c in zip(requests, out, strict=True):  # counts the server did not report
+            if c.prompt_tokens < 0:
+                c.prompt_tokens = self.prompt_tokens(req.prompt)
+            if c.completion_tokens < 0:
+                c.completion_tokens = self.count_tokens(c.text)
+        return out
+
+    def _ensure_client(self) -> None:
+        if self._client is not None:
+            return
+        try:
+            import httpx
+        except ImportError:  # pragma: no cover - a declared dependency
+            raise MissingDependency("httpx", "pip install httpx") from None
+        headers = {"Content-Type": "application/json"}
+        if self.__key:
+            headers["Authorization"] = f"Bearer {self.__key}"
+        host = urlsplit(self.base_url).hostname or ""
+        self._client = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(self.timeout),
+            limits=httpx.Limits(
+                max_connections=self.concurrency, max_keepalive_connections=self.concurrency
+            ),
+            # proxies from the environment never apply to a server on this machine
+            trust_env=host not in _LOOPBACK,
+        )
+        self._sem = asyncio.Semaphore(self.concurrency)
+
+    async def _run_all(self, requests: list[Request]) -> list[Completion]:
+        self._ensure_client()
+        tasks = [asyncio.ensure_future(self._one(i, r)) for i, r in enumerate(requests)]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            pending = [t for t in tasks if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        for t in tasks:  # the lowest failing index names the error
+            if not t.cancelled() and t.exception() is not None:
+                raise t.exception()  # type: ignore[misc]
+        return [t.result() for t in tasks]
+
+    def _payload(self, req: Request) -> tuple[str, dict[str, Any], bool]:
+        p = req.params
+        chat = req.is_chat or self.api == "chat"
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": p.max_new_tokens,
+            "temperature": p.temperature,
+            "top_p": p.top_p,
+        }
+        if p.stop:
+            body["stop"] = list(p.stop)
+        if p.seed is not None:
+            body["seed"] = p.seed
+        if chat:
+            prompt = req.prompt
+            messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+            body["messages"] = list(messages)
+            if p.logprobs:
+                body["logprobs"] = True
+            return f"{self.base_url}/chat/completions", body, True
+        body["prompt"] = req.prompt
+        if p.logprobs:
+            body["logprobs"] = 1
+        return f"{self.base_url}/completions", body, False
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        base = min(self.backoff_max, self.backoff * 2 ** (attempt - 1))
+        delay = base * random.uniform(0.5, 1.5)
+        if retry_after:
+            try:
+                delay = max(delay, min(float(retry_after), self.backoff_max))
+            except ValueError:
+                pass  # an HTTP date: keep our own schedule
+        return delay
+
+    async def _one(self, index: int, req: Request) -> Completion:
+        import httpx
+
+        url, body, chat = self._payload(req)
+        assert self._client is not None and self._sem is not None
+        last = "no attempt made"
+        started: float | None = None
+        for attempt in range(1, self.max_attempts + 1):
+            retry_after = None
+            try:
+                async with self._sem:
+                    if started is None:
+                        started = time.perf_counter()
+                    try:
+                        resp = await asyncio.wait_for(
+                            self._client.post(url, json=body), timeout=self.timeout
+                        )
+                    except (asyncio.TimeoutError, httpx.TimeoutException) as e:
+                        raise _Retry(
+                            f"no answer within the {self.timeout:g} s timeout ({type(e).__name__})"
+                        ) from None
+                    except (httpx.TransportError, httpx.DecodingError) as e:
+                        raise _Retry(f"{type(e).__name__}: {e}") from None
+                status = resp.status_code
+                if 200 <= status < 300:
+                    return self._parse(resp, req, chat, time.perf_counter() - started)
+                detail = f"HTTP {status}: {_excerpt(resp.text, 200)}"
+                if status in (408, 429) or status >= 500:
+                    retry_after = resp.headers.get("retry-after")
+                    raise _Retry(detail)
+                raise _Fatal(detail)
+            except _Retry as e:
+                last = str(e)
+            except _Fatal as e:
+                raise self._error(index, req, url, attempt, str(e)) from None
+            if attempt < self.max_attempts:
+                delay = self._delay(attempt, retry_after)
+                log.warning(
+                    "%s",
+                    self._redact(
+                        f"request {index} to {url}: attempt {attempt}/{self.max_attempts} failed "
+                        f"({last}); retrying in {delay:.2f} s"
+                    ),
+                )
+                await asyncio.sleep(delay)
+        raise self._error(index, req, url, self.max_attempts, last)
+
+    def _error(self, index: int, req: Request, url: str, attempts: int, why: str) -> LLMRequestError:
+        n = f"{attempts} attempt" + ("s" if attempts != 1 else "")
+        hint = "" if attempts == 1 else " Is the server up and the model name right?"
+        msg = (
+            f"request {index} ({_prompt_excerpt(req.prompt)!r}) to {url} failed after {n}: "
+            f"{why}.{hint}"
+        )
+        return LLMRequestError(self._redact(msg))
+
+    def _parse(self, resp: Any, req: Request, chat: bool, latency: float) -> Completion:
+        try:
+            data = resp.json()
+            choice = data["choices"][0]
+            if chat:
+                text = choice["message"].get("content") or ""
+            else:
+                text = choice["text"]
+            if not isinstance(text, str):
+                raise TypeError(f"completion text is {type(text).__name__}, not str")
+            logprobs = _logprobs(choice.get("logprobs"), chat) if req.params.logprobs else None
+            usage = data.get("usage") or {}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+            raise _Retry(f"malformed response body ({type(e).__name__}: {e})") from None
+        finish = _FINISH.get(str(choice.get("finish_reason") or "stop"), "stop")
+        # servers strip stop strings themselves; cut again in case one did not
+        cut, hit = apply_stop(text, req.params.stop)
+        tokens, token_logprobs = logprobs if logprobs else (None, None)
+        if hit:
+            text, finish = cut, "stop"
+            if tokens is not None and token_logprobs is not None:
+                tokens, token_logprobs = _trim_tokens(tokens, token_logprobs, len(text))
+        # -1: not reported; counted afterwards in the caller's thread (loading a tokenizer
+        # here would stall every other request on the event loop)
+        prompt_tokens = usage.get("prompt_tokens")
+        completion_tokens = usage.get("completion_tokens")
+        return Completion(
+            text=text,
+            prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else -1,
+            completion_tokens=completion_tokens
+            if isinstance(completion_tokens, int) and not hit
+            else -1,
+            finish_reason=finish,
+            latency_s=latency,
+            token_logprobs=token_logprobs,
+            tokens=tokens,
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            runner, self._runner = self._runner, None
+        if runner is not None:
+            client, self._client, self._sem = self._client, None, None
+            if client is not None:
+                try:
+                    runner.submit(client.aclose()).result(timeout=10)
+                except Exception as e:  # pragma: no cover - best effort on the way out
+                    log.debug("closing the HTTP client: %s", self._redact(str(e)))
+            runner.stop()
+        if self._tokenizer is not None and self._owns_tokenizer:
+            self._tokenizer.close()
+            self._tokenizer, self._owns_tokenizer = None, False
+
+
+def _logprobs(lp: Any, chat: bool) -> tuple[list[str], list[float]] | None:
+    """(tokens, log-probabilities) from a choice's ``logprobs``; ``None`` when absent."""
+    if not lp:
+        return None
+    if chat:
+        items = lp.get("content") or []
+        tokens = [str(it["token"]) for it in items]
+        values = [it["logprob"] for it in items]
+    else:
+        tokens = [str(t) for t in lp["tokens"]]
+        values = lp["token_logprobs"]
+    if len(tokens) != len(values):
+        raise ValueError(f"{len(tokens)} logprob tokens but {len(values)} values")
+    return tokens, [float(v) if v is not None else 0.0 for v in values]
+
+
+def _trim_tokens(tokens: list[str], values: list[float], n_chars: int) -> tuple[list[str], list[float]]:
+    """Keep the tokens that start before character ``n_chars`` of the text."""
+    pos, keep = 0, 0
+    for tok in tokens:
+        if pos >= n_chars:
+            break
+        pos += len(tok)
+        keep += 1
+    return tokens[:keep], values[:keep]
+
+
+def split_target(target: str, raw: str = "") -> tuple[str, str]:
+    """``MODEL@URL`` -> (model, url); no ``@http`` -> (target, the OpenAI API URL)."""
+    for scheme in ("@http://", "@https://"):
+        i = target.rfind(scheme)
+        if i != -1:
+            model, url = target[:i], target[i + 1 :]
+            break
+    else:
+        if "@" in target:
+            raise BadInput(
+                f"model spec {raw or target!r}: the part after '@' must be an http(s) URL, "
+                "e.g. openai:MODEL@http://127.0.0.1:8000/v1"
+            )
+        model, url = target, DEFAULT_URL
+    if not model:
+        raise BadInput(f"model spec {raw or target!r}: no model name before '@'")
+    if not urlsplit(url).hostname:
+        raise BadInput(f"model spec {raw or target!r}: URL {url!r} has no host")
+    return model, url.rstrip("/")
+
+
+def _int_opt(spec: ModelSpec, key: str, default: int) -> int:
+    v = spec.int_opt(key)
+    return default if v is None else v
+
+
+def _float_opt(spec: ModelSpec, key: str, default: float) -> float:
+    v = spec.opt(key)
+    if v is None:
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        raise BadInput(f"model spec {spec.raw!r}: option {key}={v!r} is not a number") from None
+
+
+KNOWN_OPTIONS = frozenset(
+    {"api", "concurrency", "timeout", "retries", "backoff", "backoff_max", "ctx", "tokenizer", "key_env"}
+)
+
+
+def load(spec: ModelSpec) -> LLM:
+    unknown = sorted(set(spec.options) - KNOWN_OPTIONS)
+    if unknown:
+        raise BadInput(
+            f"model spec {spec.raw!r}: unknown option(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(KNOWN_OPTIONS))}"
+        )
+    model, url = split_target(spec.target, spec.raw)
+    key_env = spec.opt("key_env")
+    if key_env is not None:
+        api_key = os.environ.get(key_env)
+        if not api_key:
+            raise BadInput(f"model spec {spec.raw!r}: environment variable {key_env} is not set")
+    else:
+        api_key = os.environ.get("OPENAI_API_KEY") or None
+        if api_key is None and (urlsplit(url).hostname or "").endswith("openai.com"):
+            raise BadInput(f"{url} needs an API key: set OPENAI_API_KEY (or name a variable with ?key_env=)")
+    return OpenAICompatLLM(
+        model,
+        url,
+        api=(spec.opt("api", "completions") or "completions").lower(),
+        concurrency=_int_opt(spec, "concurrency", 8),
+        timeout=_float_opt(spec, "timeout", 300.0),
+        retries=_int_opt(spec, "retries", 4),
+        backoff=_float_opt(spec, "backoff", 0.5),
+        backoff_max=_float_opt(spec, "backoff_max", 30.0),
+        ctx=_int_opt(spec, "ctx", 8192),
+        api_key=api_key,
+        tokenizer=spec.opt("tokenizer") or None,
+    )

@@ -1,0 +1,316 @@
+"""Offline vLLM engine (``vllm:hub-id-or-path?tp=8``): batched generation on GPUs.
+
+Options after ``?`` (``&``-joined):
+
+=====================  ======================================================================
+``tp=N``               tensor-parallel size (default 1)
+``ctx=N``              ``max_model_len`` (default: the model's own)
+``gpu_mem=0.9``        ``gpu_memory_utilization``
+``dtype=auto``         weights/activations dtype (``auto``, ``bfloat16``, ``float16``)
+``trust_remote_code``  ``1`` to run code shipped with the checkpoint (off unless asked)
+``chat=0|1``           send chat messages through the tokenizer's template (default: on when
+                       the tokenizer has one)
+``seed=N``             engine seed
+``eager=1``            ``enforce_eager`` (skip CUDA graph capture: faster start, slower decode)
+``lora_rank=N``        maximum LoRA rank with ``+adapter=/path`` (default 64)
+=====================  ======================================================================
+
+The whole batch goes to ``LLM.generate`` in one call, so vLLM schedules it with continuous
+batching; each completion's ``latency_s`` is the wall time of that call. Prompts are tokenized
+here (chat messages through the template, plain text with the tokenizer's usual special
+tokens) and sent as token ids, which gives exact prompt lengths and lets over-long prompts be
+answered with ``finish_reason="error"`` instead of failing the whole batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from chunkwise.errors import BadInput, MissingDependency
+from chunkwise.llm.base import LLM, Completion, Message, Prompt, Request
+from chunkwise.llm.spec import ModelSpec
+
+log = logging.getLogger(__name__)
+
+OPTIONS = (
+    "tp",
+    "ctx",
+    "gpu_mem",
+    "dtype",
+    "trust_remote_code",
+    "chat",
+    "seed",
+    "eager",
+    "lora_rank",
+)
+INSTALL_HINT = "pip install 'chunkwise[gpu]' (needs CUDA)"
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError:
+        raise MissingDependency("vllm", INSTALL_HINT) from None
+    return vllm
+
+
+def _float_opt(spec: ModelSpec, key: str, default: float) -> float:
+    v = spec.opt(key)
+    if v is None:
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        raise BadInput(f"model spec {spec.raw!r}: option {key}={v!r} is not a number") from None
+
+
+def check_options(spec: ModelSpec, known: Sequence[str]) -> None:
+    unknown = sorted(set(spec.options) - set(known))
+    if unknown:
+        raise BadInput(
+            f"model spec {spec.raw!r}: unknown option(s) {', '.join(unknown)} for the "
+            f"{spec.backend} backend; valid options: {', '.join(known)}"
+        )
+
+
+def _token_ids(encoded: Any) -> list[int]:
+    """``apply_chat_template(tokenize=True)`` returns a list or (transformers 5) a mapping."""
+    if isinstance(encoded, Mapping) or hasattr(encoded, "keys"):
+        encoded = encoded["input_ids"]
+    ids = list(encoded)
+    if ids and isinstance(ids[0], (list, tuple)):  # a batch of one
+        ids = list(ids[0])
+    return [int(i) for i in ids]
+
+
+def flatten_messages(messages: Sequence[Message]) -> str:
+    """Plain text for a model without a chat template: contents joined by blank lines."""
+    return "\n\n".join(m["content"] for m in messages)
+
+
+class VLLMBackend(LLM):
+    def __init__(
+        self,
+        engine: Any,
+        sampling_params_cls: Any,
+        *,
+        window: int,
+        chat: bool | None = None,
+        lora_request: Any = None,
+    ):
+        self.engine = engine
+        self._sampling_params_cls = sampling_params_cls
+        self.tokenizer = engine.get_tokenizer()
+        self._window = int(window)
+        has_template = bool(getattr(self.tokenizer, "chat_template", None))
+        self.chat = has_template if chat is None else chat
+        if self.chat and not has_template:
+            raise BadInput("chat=1 was asked for but the model's tokenizer has no chat template")
+        self.lora_request = lora_request
+        self._warned_flatten = False
+
+    # -- tokens ---------------------------------------------------------------------------
+
+    @property
+    def context_window(self) -> int:
+        return self._window
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return [len(x) for x in ids]
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        if not getattr(self.tokenizer, "is_fast", True):
+            raise NotImplementedError(
+                "token offsets need a fast (Rust) tokenizer; this model only has a slow one"
+            )
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [(int(s), int(e)) for s, e in enc["offset_mapping"]]
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    def _prompt_ids(self, prompt: Prompt) -> list[int]:
+        if isinstance(prompt, str):
+            return list(self.tokenizer(prompt)["input_ids"])  # with BOS etc., as vLLM would
+        if self.chat:
+            return _token_ids(
+                self.tokenizer.apply_chat_template(
+                    list(prompt), tokenize=True, add_generation_prompt=True
+                )
+            )
+        if not self._warned_flatten:
+            log.warning("%s has no chat template: chat messages are sent as plain text", self.spec)
+            self._warned_flatten = True
+        return list(self.tokenizer(flatten_messages(prompt))["input_ids"])
+
+    def prompt_tokens(self, prompt: Prompt) -> int:
+        return len(self._prompt_ids(prompt))
+
+    # -- generation -----------------------------------------------------------------------
+
+    def _sampling_params(self, req: Request, max_tokens: int) -> Any:
+        p = req.params
+        greedy = p.temperature == 0
+        return self._sampling_params_cls(
+            n=1,
+            max_tokens=max_tokens,
+            temperature=p.temperature,
+            top_p=1.0 if greedy else p.top_p,
+            stop=list(p.stop) or None,
+            seed=p.seed,
+            logprobs=1 if p.logprobs else None,
+        )
+
+    def _generate(self, requests: Sequence[Request]) -> list[Completion]:
+        results: list[Completion | None] = [None] * len(requests)
+        prompts, params, where = [], [], []
+        for i, req in enumerate(requests):
+            ids = self._prompt_ids(req.prompt)
+            room = self._window - len(ids)
+            if room < 1:
+                log.warning(
+                    "request %d: prompt of %d tokens does not fit the %d-token context window",
+                    i,
+                    len(ids),
+                    self._window,
+                )
+                results[i] = Completion("", len(ids), 0, "error", 0.0)
+                continue
+            prompts.append({"prompt_token_ids": ids})
+            params.append(self._sampling_params(req, min(req.params.max_new_tokens, room)))
+            where.append(i)
+        if prompts:
+            kwargs: dict[str, Any] = {"use_tqdm": False}
+            if self.lora_request is not None:
+                kwargs["lora_request"] = self.lora_request
+            t0 = time.perf_counter()
+            outputs = self.engine.generate(prompts, params, **kwargs)
+            wall = time.perf_counter() - t0
+            if len(outputs) != len(prompts):  # pragma: no cover - a vLLM bug
+                raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(prompts)}")
+            for i, out in zip(where, outputs, strict=True):
+                results[i] = self._completion(out, requests[i], wall)
+        return [c for c in results if c is not None]
+
+    def _completion(self, out: Any, req: Request, wall: float) -> Completion:
+        o = out.outputs[0]
+        token_ids = list(o.token_ids)
+        reason = o.finish_reason
+        finish = "length" if reason == "length" else "stop" if reason in ("stop", None) else "error"
+        lps = tokens = None
+        if req.params.logprobs and o.logprobs is not None:
+            lps = []
+            for tid, entry in zip(token_ids, o.logprobs, strict=False):
+                lp = entry.get(tid) if entry else None
+                lps.append(float(lp.logprob) if lp is not None else float("nan"))
+            tokens = self._token_strings(token_ids[: len(lps)])
+        return Completion(
+            text=o.text,
+            prompt_tokens=len(out.prompt_token_ids or ()),
+            completion_tokens=len(token_ids),
+            finish_reason=finish,  # type: ignore[arg-type]
+            latency_s=wall,
+            token_logprobs=lps,
+            tokens=tokens,
+        )
+
+    def _token_strings(self, ids: Sequence[int]) -> list[str]:
+        """Per-token text whose concatenation is the decoded text (multi-byte safe)."""
+        pieces, prev = [], ""
+        for n in range(1, len(ids) + 1):
+            cur = self.tokenizer.decode(list(ids[:n]), skip_special_tokens=True)
+            if cur.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for its end
+                pieces.append("")
+                continue
+            pieces.append(cur[len(prev) :] if cur.startswith(prev) else cur)
+            prev = cur
+        return pieces
+
+    def close(self) -> None:
+        engine, self.engine = getattr(self, "engine", None), None
+        if engine is None:
+            return
+        del engine
+        try:  # free the GPU memory for a next engine in this process
+            import gc
+
+            import torch
+
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:  # pragma: no cover - best effort
+            pass
+
+
+def _max_model_len(engine: Any) -> int:
+    for path in (
+        ("llm_engine", "model_config"),
+        ("model_config",),
+        ("llm_engine", "vllm_config", "model_config"),
+    ):
+        obj = engine
+        for attr in path:
+            obj = getattr(obj, attr, None)
+            if obj is None:
+                break
+        n = getattr(obj, "max_model_len", None) if obj is not None else None
+        if isinstance(n, int) and n > 0:
+            return n
+    raise RuntimeError("cannot read max_model_len from the vLLM engine; pass ?ctx=N")
+
+
+def load(spec: ModelSpec) -> LLM:
+    check_options(spec, OPTIONS)
+    vllm = _import_vllm()
+    tp = spec.int_opt("tp", 1)
+    if tp is None or tp < 1:
+        raise BadInput(f"model spec {spec.raw!r}: tp must be >= 1, got {tp}")
+    ctx = spec.int_opt("ctx")
+    if ctx is not None and ctx < 1:
+        raise BadInput(f"model spec {spec.raw!r}: ctx must be >= 1, got {ctx}")
+    gpu_mem = _float_opt(spec, "gpu_mem", 0.9)
+    if not 0 < gpu_mem <= 1:
+        raise BadInput(f"model spec {spec.raw!r}: gpu_mem must be in (0, 1], got {gpu_mem}")
+    kwargs: dict[str, Any] = {
+        "model": spec.target,
+        "tensor_parallel_size": tp,
+        "gpu_memory_utilization": gpu_mem,
+        "trust_remote_code": bool(spec.bool_opt("trust_remote_code", False)),
+        "dtype": spec.opt("dtype", "auto"),
+    }
+    if ctx is not None:
+        kwargs["max_model_len"] = ctx
+    if (seed := spec.int_opt("seed")) is not None:
+        kwargs["seed"] = seed
+    if spec.bool_opt("eager", False):
+        kwargs["enforce_eager"] = True
+    lora_request = None
+    if spec.adapter:
+        from vllm.lora.request import LoRARequest
+
+        kwargs["enable_lora"] = True
+        kwargs["max_lora_rank"] = spec.int_opt("lora_rank", 64)
+        lora_request = LoRARequest("adapter", 1, spec.adapter)
+    log.info("starting vLLM engine: %s", {k: v for k, v in kwargs.items() if k != "model"})
+    engine = vllm.LLM(**kwargs)
+    window = ctx if ctx is not None else _max_model_len(engine)
+    return VLLMBackend(
+        engine,
+        vllm.SamplingParams,
+        window=window,
+        chat=spec.bool_opt("chat"),
+        lora_request=lora_request,
+    )

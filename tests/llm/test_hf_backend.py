@@ -1,0 +1,112 @@
+"""The transformers backend: tiny random Llama models built in-process, and the embedded model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chunkwise.llm import GenerationParams, Request, load_llm
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory, tiny_tokenizer):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=512, pad_token_id=tiny_tokenizer.pad_token_id,
+                      bos_token_id=tiny_tokenizer.bos_token_id, eos_token_id=tiny_tokenizer.eos_token_id)
+    model = LlamaForCausalLM(cfg)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model.save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+def test_tiny_model_loads_from_folder_and_generates(tiny_llama):
+    llm = load_llm(f"hf:{tiny_llama}?ctx=256")
+    assert llm.context_window == 256 and llm.chat is False
+    out = llm.generate([Request("The sky is", GenerationParams(max_new_tokens=6))])
+    assert out[0].completion_tokens <= 6 and out[0].prompt_tokens > 0
+    assert llm.count_tokens("The sky is blue.") == len(llm.encode("The sky is blue."))
+
+
+def test_chat_template_used_when_present(tiny_llama, tmp_path):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    shutil.copytree(tiny_llama, tmp_path / "m")
+    tok = AutoTokenizer.from_pretrained(tmp_path / "m")
+    tok.chat_template = CHAT_TEMPLATE
+    tok.save_pretrained(tmp_path / "m")
+    llm = load_llm(f"hf:{tmp_path / 'm'}")
+    assert llm.chat is True
+    text, _ = llm.render([{"role": "user", "content": "hi"}])
+    assert text == "<|user|>hi</s><|assistant|>"
+    assert load_llm(f"hf:{tmp_path / 'm'}?chat=off").chat is False
+
+
+def test_lora_adapter_by_spec_and_by_folder(tiny_llama, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_llama)
+    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():  # make the adapter change the output
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 1.0)
+    adapter = tmp_path / "adapter"
+    peft_model.save_pretrained(adapter)
+    (adapter / "chunkwise_model.json").write_text(json.dumps({"base": f"hf:{tiny_llama}"}))
+
+    prompt = [Request("The sky is", GenerationParams(max_new_tokens=8))]
+    plain = load_llm(f"hf:{tiny_llama}").generate(prompt)[0].text
+    by_spec = load_llm(f"hf:{tiny_llama}+adapter={adapter}").generate(prompt)[0].text
+    by_folder = load_llm(str(adapter)).generate(prompt)[0].text
+    assert by_spec == by_folder
+    assert by_spec != plain
+
+
+def test_missing_adapter_config_is_clear(tiny_llama, tmp_path):
+    from chunkwise.errors import BadInput
+
+    with pytest.raises(BadInput, match="adapter_config.json"):
+        load_llm(f"hf:{tiny_llama}+adapter={tmp_path}")
+
+
+@pytest.mark.slow
+def test_embedded_model_generates_and_batches_match(embedded_llm):
+    prompts = [
+        "The capital of France is",
+        "1, 2, 3, 4,",
+        "Here is a short story about a dog named Rex. One day, Rex",
+        "The pass key is 52817. Remember it. What is the pass key? The pass key is",
+    ]
+    p = GenerationParams(max_new_tokens=10)
+    batched = embedded_llm.generate([Request(x, p) for x in prompts])
+    single = [embedded_llm.generate([Request(x, p)])[0] for x in prompts]
+    assert [c.text for c in batched] == [c.text for c in single]
+    assert "52817" in batched[3].text
+    assert all(c.completion_tokens > 0 for c in batched)
+
+
+@pytest.mark.slow
+def test_embedded_stop_strings_and_logprobs(embedded_llm):
+    c = embedded_llm.complete("1, 2, 3, 4, 5,", max_new_tokens=20, stop=("8",), logprobs=True)
+    assert "8" not in c.text and c.finish_reason == "stop"
+    assert c.token_logprobs is not None and len(c.token_logprobs) == c.completion_tokens
+    assert "".join(c.tokens).startswith(c.text)
+    assert all(lp <= 0 for lp in c.token_logprobs)
+    p = c.mean_token_prob()
+    assert p is not None and 0 < p <= 1
