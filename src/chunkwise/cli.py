@@ -18,6 +18,10 @@ from chunkwise.errors import ChunkwiseError
 COMMANDS: dict[str, str] = {
     "generate": "generate",
     "chunk": "chunk",
+    "answer": "answer",
+    "generate-data": "generate_data",
+    "score": "score",
+    "serve": "serve",
 }
 
 

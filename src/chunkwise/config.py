@@ -438,7 +438,7 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str, source: str) -> T:
     kwargs: dict[str, Any] = {}
     for name, raw in data.items():
         key = f"{prefix}{name}"
-        if False:
+        if not isinstance(name, str) or name not in fields:
             raise _unknown_key(str(key), list(fields), source, prefix)
         tp = fields[name]
         where = source
@@ -591,16 +591,41 @@ def config_to_dict(obj: Any) -> Any:
     return obj
 
 
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _represent_str(dumper: _Dumper, data: str) -> yaml.ScalarNode:
+    # YAML readers treat NEL / LS / PS as line breaks; written raw (allow_unicode) they would
+    # come back as different text, so strings holding them are written double-quoted, where
+    # the emitter escapes them.
+    if any(c in data for c in "\x85\u2028\u2029"):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"')
+    return dumper.represent_str(data)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def to_yaml(obj: Any) -> str:
+    """``obj`` (a dataclass or plain mapping) as YAML text that :func:`load_config` reads back."""
+    return yaml.dump(
+        config_to_dict(obj),
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+    )
+
+
 def dump_yaml(obj: Any, path: str | Path) -> Path:
     """Write ``obj`` (a dataclass or plain mapping) as YAML, atomically. Returns the path."""
     from chunkwise.io import atomic_write_text
 
-    text = yaml.safe_dump(
-        config_to_dict(obj), sort_keys=False, allow_unicode=True, default_flow_style=False
-    )
+    text = to_yaml(obj)
     path = Path(path)
     atomic_write_text(path, text)
     return path
 
 
-__all__ = ["config_to_dict", "dump_yaml", "load_config", "parse_override"]
+__all__ = ["config_to_dict", "dump_yaml", "load_config", "parse_override", "to_yaml"]

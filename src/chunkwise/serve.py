@@ -31,6 +31,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -63,8 +64,9 @@ class ServerStats:
     requests: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
-    paths: list[str] = field(default_factory=list)
-    batch_sizes: list[int] = field(default_factory=list)
+    #: the most recent request paths and batch sizes (bounded: a server may run for weeks)
+    paths: deque[str] = field(default_factory=lambda: deque(maxlen=10_000))
+    batch_sizes: deque[int] = field(default_factory=lambda: deque(maxlen=10_000))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def enter(self, path: str) -> None:
@@ -91,7 +93,9 @@ class _Batcher:
         self.max_batch = max_batch
         self.queue: queue.Queue[Any] = queue.Queue()
         self.closed = False
-        self.thread = threading.Thread(target=self._work, name="chunkwise-serve-batcher", daemon=True)
+        self.thread = threading.Thread(
+            target=self._work, name="chunkwise-serve-batcher", daemon=True
+        )
         self.thread.start()
 
     def submit(self, requests: list[Request]) -> list[Future]:
@@ -169,8 +173,14 @@ def _num(body: dict, key: str, default: Any, kind: type) -> Any:
     v = body.get(key)
     if v is None:
         return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
-        raise ApiError(400, f"'{key}' must be {'an integer' if kind is int else 'a number'}, got {v!r}")
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, (int, float))
+        or (kind is int and not isinstance(v, int))
+    ):
+        raise ApiError(
+            400, f"'{key}' must be {'an integer' if kind is int else 'a number'}, got {v!r}"
+        )
     return kind(v)
 
 
@@ -210,7 +220,11 @@ def _common_checks(body: dict) -> int:
 
 
 def _is_ids(x: Any) -> bool:
-    return isinstance(x, list) and bool(x) and all(isinstance(t, int) and not isinstance(t, bool) for t in x)
+    return (
+        isinstance(x, list)
+        and bool(x)
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in x)
+    )
 
 
 class _App:
@@ -233,7 +247,9 @@ class _App:
                 raise ApiError(400, f"{type(e).__name__}: {e}") from None
             except Exception as e:
                 log.exception("generation failed")
-                raise ApiError(500, f"generation failed: {type(e).__name__}: {e}", "server_error") from None
+                raise ApiError(
+                    500, f"generation failed: {type(e).__name__}: {e}", "server_error"
+                ) from None
         return out
 
     def _prompts(self, body: dict) -> list[str]:
@@ -251,9 +267,13 @@ class _App:
                     try:
                         out.append(self.llm.decode(p))
                     except NotImplementedError:
-                        raise ApiError(400, "this model takes text prompts, not token ids") from None
+                        raise ApiError(
+                            400, "this model takes text prompts, not token ids"
+                        ) from None
                 else:
-                    raise ApiError(400, f"'prompt' items must be strings or token id lists, got {p!r}")
+                    raise ApiError(
+                        400, f"'prompt' items must be strings or token id lists, got {p!r}"
+                    )
             return out
         raise ApiError(400, "'prompt' is required: a string or a list of strings")
 
@@ -292,7 +312,13 @@ class _App:
                     "text_offset": offsets,
                 }
             choices.append(
-                {"index": i, "text": c.text, "logprobs": logprobs, "finish_reason": c.finish_reason}
+                {
+                    "index": i,
+                    "text": c.text,
+                    "logprobs": logprobs,
+                    "finish_reason": c.finish_reason,
+                    "stop_reason": getattr(c, "stop_reason", None),  # as vLLM reports it
+                }
             )
         return {
             "id": f"cmpl-{uuid.uuid4().hex}",
@@ -315,7 +341,9 @@ class _App:
             content = m.get("content")
             if isinstance(content, list):  # [{"type": "text", "text": ...}, ...]
                 try:
-                    content = "".join(part["text"] for part in content if part.get("type") == "text")
+                    content = "".join(
+                        part["text"] for part in content if part.get("type") == "text"
+                    )
                 except (TypeError, KeyError, AttributeError):
                     raise ApiError(400, f"unsupported message content {content!r}") from None
             if not isinstance(content, str):
@@ -331,7 +359,12 @@ class _App:
                 tokens = c.tokens or [""] * len(c.token_logprobs)
                 logprobs = {
                     "content": [
-                        {"token": t, "logprob": v, "bytes": list(t.encode("utf-8")), "top_logprobs": []}
+                        {
+                            "token": t,
+                            "logprob": v,
+                            "bytes": list(t.encode("utf-8")),
+                            "top_logprobs": [],
+                        }
                         for t, v in zip(tokens, c.token_logprobs, strict=True)
                     ]
                 }
@@ -341,6 +374,7 @@ class _App:
                     "message": {"role": "assistant", "content": c.text},
                     "logprobs": logprobs,
                     "finish_reason": c.finish_reason,
+                    "stop_reason": getattr(c, "stop_reason", None),
                 }
             )
         return {
@@ -506,7 +540,9 @@ class OpenAIServer:
         self.model_name = model_name or _default_name(llm)
         self._batcher = _Batcher(llm, self.stats, batch_window_s, max_batch)
         try:
-            self._httpd = _HTTPServer((host, port), _App(llm, self.model_name, self.stats, self._batcher))
+            self._httpd = _HTTPServer(
+                (host, port), _App(llm, self.model_name, self.stats, self._batcher)
+            )
         except OSError:
             self._batcher.close()
             raise

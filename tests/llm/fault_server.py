@@ -17,9 +17,10 @@ Each incoming request takes its behaviour from a script: first from the queue fo
 =============  =================================================================================
 
 Every request is recorded in :attr:`FaultServer.log` (path, prompt, action, body) so tests
-assert attempt counts rather than timings. ``gate=K`` holds each request until ``K`` are in
-flight at once (or ``gate_timeout_s`` passes), which makes a client's concurrency visible in
-:attr:`FaultServer.max_in_flight` without any sleeping in the test.
+assert attempt counts rather than timings. ``gate=K`` lets requests through in waves of ``K``:
+each waits until the last of its wave has arrived (or ``gate_timeout_s`` passes). A client that
+keeps exactly ``K`` requests in flight never waits for the timeout, and its concurrency shows
+in :attr:`FaultServer.max_in_flight` without any sleeping in the test.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class FaultServer:
         gate: int = 0,
         gate_timeout_s: float = 5.0,
         reply: Callable[[str], str] | None = None,
+        usage: bool = True,
     ):
         self.script = deque(script)
         self.per_prompt = {k: deque(v) for k, v in (per_prompt or {}).items()}
@@ -88,6 +90,7 @@ class FaultServer:
         self.gate = gate
         self.gate_timeout_s = gate_timeout_s
         self.reply = reply or (lambda p: f"echo: {p}")
+        self.usage = usage
         self.log: list[Hit] = []
         #: Authorization headers received (tests check a key was sent, never print them)
         self.auth: list[str | None] = []
@@ -128,8 +131,9 @@ class FaultServer:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             self._cond.notify_all()
-            if self.gate:
-                self._cond.wait_for(lambda: self.in_flight >= self.gate, timeout=self.gate_timeout_s)
+            if self.gate:  # requests pass in waves of `gate`: all of a wave wait for its last
+                wave_full = (len(self.log) - 1) // self.gate * self.gate + self.gate
+                self._cond.wait_for(lambda: len(self.log) >= wave_full, timeout=self.gate_timeout_s)
         return action
 
     def _leave(self) -> None:
@@ -153,20 +157,22 @@ class FaultServer:
         self.close()
 
 
-def _ok_payload(path: str, text: str, body: dict) -> dict[str, Any]:
+def _ok_payload(path: str, text: str, body: dict, usage: bool = True) -> dict[str, Any]:
     chat = path.rstrip("/").endswith("/chat/completions")
     choice: dict[str, Any] = {"index": 0, "finish_reason": "stop", "logprobs": None}
     if chat:
         choice["message"] = {"role": "assistant", "content": text}
     else:
         choice["text"] = text
-    return {
+    payload = {
         "id": "fault-1",
         "object": "chat.completion" if chat else "text_completion",
         "model": body.get("model", ""),
         "choices": [choice],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
     }
+    if usage:
+        payload["usage"] = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    return payload
 
 
 def _handler_for(server: FaultServer) -> type[BaseHTTPRequestHandler]:
@@ -212,7 +218,7 @@ def _handler_for(server: FaultServer) -> type[BaseHTTPRequestHandler]:
                     return
                 action = "ok"
             if action == "ok":
-                self._json(200, _ok_payload(self.path, server.reply(prompt), body))
+                self._json(200, _ok_payload(self.path, server.reply(prompt), body, server.usage))
             elif action in {"500", "502", "503", "429", "400", "404"}:
                 status = int(action)
                 self._json(status, {"error": {"message": f"injected {status}", "code": status}})
@@ -224,7 +230,9 @@ def _handler_for(server: FaultServer) -> type[BaseHTTPRequestHandler]:
             elif action == "no-choices":
                 self._json(200, {"object": "text_completion", "usage": {}})
             elif action == "truncated":
-                data = json.dumps(_ok_payload(self.path, server.reply(prompt), body)).encode()
+                data = json.dumps(
+                    _ok_payload(self.path, server.reply(prompt), body, server.usage)
+                ).encode()
                 self._send(200, data[: len(data) // 2], declared=len(data))
                 self.close_connection = True
             elif action == "drop":

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "serve a model spec over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions)"
+HELP = (
+    "serve a model spec over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions)"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="hf:default", help="model spec to serve (default: hf:default)")
+    p.add_argument(
+        "--model", default="hf:default", help="model spec to serve (default: hf:default)"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port to bind; 0 picks a free one (default: 8000)")
+    p.add_argument(
+        "--port", type=int, default=8000, help="port to bind; 0 picks a free one (default: 8000)"
+    )
     p.add_argument("--name", help="model name reported by /v1/models (default: the spec's target)")
     p.add_argument(
         "--batch-window-ms",
@@ -18,7 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=5.0,
         help="how long to gather concurrent requests into one batch (default: 5)",
     )
-    p.add_argument("--max-batch", type=int, default=32, help="most requests per batch (default: 32)")
+    p.add_argument(
+        "--max-batch", type=int, default=32, help="most requests per batch (default: 32)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,8 +55,13 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             raise BadInput(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
         if args.host not in ("127.0.0.1", "localhost", "::1"):
-            log.warning("listening on %s without authentication: anyone who can reach it can use it", args.host)
-        log.info("serving %s as %r at %s (Ctrl-C stops)", args.model, server.model_name, server.base_url)
+            log.warning(
+                "listening on %s without authentication: anyone who can reach it can use it",
+                args.host,
+            )
+        log.info(
+            "serving %s as %r at %s (Ctrl-C stops)", args.model, server.model_name, server.base_url
+        )
         try:
             server.serve_forever()
         except KeyboardInterrupt:

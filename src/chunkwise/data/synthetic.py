@@ -6,7 +6,9 @@ What differs from the official files, on purpose:
 
 * The length is a token target measured with the caller's tokenizer (``count_tokens``), not a
   fixed repeat count; the repeated unit (noise line, key-value pair, list element, function) is
-  sized with two small probes plus a few exact measurements of a full context.
+  sized with two small probes plus a few exact measurements of a full context. Where the filler
+  is random per example (kv_retrieval, math_find, code_run) each example is measured once more
+  and re-sized if it lands over 1% off.
 * Across the ``n`` examples the needle's depth sweeps 0 → 1 (example ``i`` sits at
   ``i / (n - 1)``; a single example sits in the middle).
 * Exactly one needle per context. For math_find that means the answer value occurs once, at the
@@ -24,13 +26,16 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from chunkwise.errors import BadInput
 
 CountTokens = Callable[[str], int]
+T = TypeVar("T")
 
-NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n"
+NOISE = (
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n"
+)
 PASSKEY_NEEDLE = "The pass key is {key}. Remember it. {key} is the pass key.\n"
 PASSKEY_QUESTION = "What is the pass key?"
 NUMBER_NEEDLE = "The sequence of digits is {key}. Remember it. {key} is the sequence of digits.\n"
@@ -59,6 +64,8 @@ CODE_RUN_LEVELS = (2, 4, 6, 8, 10)
 #: relative error the size search aims for (the contract is 2%; per-example randomness adds a
 #: little on top of what the calibration context measures)
 _AIM = 0.004
+#: an example whose own random filler lands further off than this is re-sized
+_EXAMPLE_TOL = 0.01
 
 
 def needle_depths(n: int) -> list[float]:
@@ -68,6 +75,12 @@ def needle_depths(n: int) -> list[float]:
     return [i / (n - 1) for i in range(n)]
 
 
+@dataclass(frozen=True)
+class _Fit:
+    size: int  # repeat count of the calibration context closest to the target
+    per: float  # tokens one more unit adds (slope near the target)
+
+
 def _fit_size(
     build: Callable[[int], str],
     target: int,
@@ -75,7 +88,7 @@ def _fit_size(
     *,
     probe: int,
     min_size: int = 1,
-) -> int:
+) -> _Fit:
     """Pick the repeat count ``size`` so that ``count_tokens(build(size))`` is close to ``target``.
 
     Tokens grow about linearly with size: two small probes give a first slope and offset, then
@@ -83,7 +96,7 @@ def _fit_size(
     """
     small, large = max(min_size, probe), max(min_size, probe) * 2
     points = [(small, count_tokens(build(small))), (large, count_tokens(build(large)))]
-    best: tuple[int, int] | None = None  # (error, size)
+    best: tuple[int, int, float] | None = None  # (error, size, slope)
     for _ in range(4):
         (s0, t0), (s1, t1) = points[-2], points[-1]
         per = (t1 - t0) / (s1 - s0) if s1 != s0 else 0.0
@@ -100,10 +113,40 @@ def _fit_size(
         got = count_tokens(build(size))
         err = abs(got - target)
         if best is None or err < best[0]:
-            best = (err, size)
+            best = (err, size, per)
         if err <= _AIM * target:
             break
         points.append((size, got))
+    assert best is not None
+    return _Fit(best[1], best[2])
+
+
+def _settle(
+    make: Callable[[int], tuple[str, T]],
+    fit: _Fit,
+    target: int,
+    count_tokens: CountTokens,
+    *,
+    min_size: int = 1,
+) -> T:
+    """Build one example at the fitted size and measure it; when its own random filler puts it
+    more than 1% off the target, re-size and rebuild it (at most twice). ``make(size)`` must be
+    deterministic (it draws from its own seeded generator)."""
+    size = fit.size
+    best: tuple[int, T] | None = None
+    for attempt in range(3):
+        context, made = make(size)
+        got = count_tokens(context)
+        err = abs(got - target)
+        if best is None or err < best[0]:
+            best = (err, made)
+        if err <= _EXAMPLE_TOL * target or attempt == 2:
+            break
+        step = round((target - got) / fit.per) or (1 if got < target else -1)
+        new_size = max(min_size, size + step)
+        if new_size == size:
+            break
+        size = new_size
     assert best is not None
     return best[1]
 
@@ -144,16 +187,19 @@ def _needle_task(
 ) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     probe_needle = needle_tpl.format(key=make_key(random.Random(seed + 1)))
+    # examples differ only in the key's digits: one fit serves all, no per-example check
     lines = _fit_size(
         lambda size: _noise_context(size, 0.5, probe_needle),
         length_tokens,
         count_tokens,
         probe=32,
-    )
+    ).size
     out = []
     for i, depth in enumerate(needle_depths(n)):
         key = make_key(rng)
-        out.append(_record(i, _noise_context(lines, depth, needle_tpl.format(key=key)), question, key))
+        out.append(
+            _record(i, _noise_context(lines, depth, needle_tpl.format(key=key)), question, key)
+        )
     return out
 
 
@@ -201,13 +247,18 @@ def gen_kv_retrieval(*, length_tokens: int, n: int, seed: int, count_tokens: Cou
         # calibration context: cycle a small pool (token cost per pair is what matters)
         return _kv_context([pool[i % len(pool)] for i in range(size)])
 
-    size = _fit_size(build, length_tokens, count_tokens, probe=16, min_size=1)
+    fit = _fit_size(build, length_tokens, count_tokens, probe=16)
     out = []
     for i, depth in enumerate(needle_depths(n)):
-        pairs = _kv_pairs(rng, size)
-        gold = round(depth * (size - 1))
-        key, value = pairs[gold]
-        out.append(_record(i, _kv_context(pairs), KV_INPUT.format(key=key), value))
+        example_seed = rng.getrandbits(64)
+
+        def make(size: int, i=i, depth=depth, example_seed=example_seed) -> tuple[str, dict]:
+            pairs = _kv_pairs(random.Random(example_seed), size)
+            key, value = pairs[round(depth * (size - 1))]
+            context = _kv_context(pairs)
+            return context, _record(i, context, KV_INPUT.format(key=key), value)
+
+        out.append(_settle(make, fit, length_tokens, count_tokens))
     return out
 
 
@@ -263,14 +314,21 @@ def gen_math_find(*, length_tokens: int, n: int, seed: int, count_tokens: CountT
     def build(size: int) -> str:
         return str([sample[i % len(sample)] for i in range(size)])
 
-    length = _fit_size(build, length_tokens, count_tokens, probe=64, min_size=7)
+    fit = _fit_size(build, length_tokens, count_tokens, probe=64, min_size=7)
     out = []
     for i, depth in enumerate(needle_depths(n)):
         kind = i % len(MATH_FIND_KINDS)
-        size = length if MATH_FIND_KINDS[kind][1] or length % 2 else length + 1
-        made = _find_list(rng, kind, size, depth)
-        what = MATH_FIND_KINDS[kind][0]
-        out.append(_record(i, str(made.values), MATH_FIND_INPUT.format(what=what), made.answer))
+        example_seed = rng.getrandbits(64)
+
+        def make(size: int, i=i, kind=kind, depth=depth, example_seed=example_seed):
+            if MATH_FIND_KINDS[kind][1] == 0 and size % 2 == 0:
+                size += 1  # a median needs an odd length
+            made = _find_list(random.Random(example_seed), kind, size, depth)
+            context = str(made.values)
+            what = MATH_FIND_KINDS[kind][0]
+            return context, _record(i, context, MATH_FIND_INPUT.format(what=what), made.answer)
+
+        out.append(_settle(make, fit, length_tokens, count_tokens, min_size=7))
     return out
 
 
@@ -327,9 +385,9 @@ def gen_code_run(*, length_tokens: int, n: int, seed: int, count_tokens: CountTo
     rng = random.Random(seed)
     depths = needle_depths(n)
     plan = [CODE_RUN_LEVELS[i % len(CODE_RUN_LEVELS)] for i in range(n)]
-    sizes: dict[int, int] = {}
+    fits: dict[int, _Fit] = {}
     for levels in sorted(set(plan)):  # the last level's functions are shorter: fit per depth
-        sizes[levels] = _fit_size(
+        fits[levels] = _fit_size(
             lambda size, lv=levels: _program(random.Random(f"{seed}/{lv}"), lv, size).source,
             length_tokens,
             count_tokens,
@@ -338,14 +396,18 @@ def gen_code_run(*, length_tokens: int, n: int, seed: int, count_tokens: CountTo
         )
     out = []
     for i, (levels, depth) in enumerate(zip(plan, depths, strict=True)):
-        program = _program(rng, levels, sizes[levels])
-        total = len(program.order)
-        want = depth * (total - 1)
-        head = min(program.heads, key=lambda f: abs(program.order[f] - want))
-        x = rng.randint(-10, 10)
-        out.append(
-            _record(i, program.source, CODE_RUN_INPUT.format(j=head, x=x), _run(program, head, x))
-        )
+        example_seed = rng.getrandbits(64)
+
+        def make(size: int, i=i, levels=levels, depth=depth, example_seed=example_seed):
+            ex_rng = random.Random(example_seed)
+            program = _program(ex_rng, levels, size)
+            want = depth * (len(program.order) - 1)
+            head = min(program.heads, key=lambda f: abs(program.order[f] - want))
+            x = ex_rng.randint(-10, 10)
+            question = CODE_RUN_INPUT.format(j=head, x=x)
+            return program.source, _record(i, program.source, question, _run(program, head, x))
+
+        out.append(_settle(make, fits[levels], length_tokens, count_tokens, min_size=levels))
     return out
 
 

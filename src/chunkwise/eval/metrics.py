@@ -517,7 +517,7 @@ def score_one(
 
 def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8-sig") as f:  # tolerate a byte order mark
             yield from enumerate(f, start=1)
     except FileNotFoundError:
         raise BadInput(f"{path}: no such file") from None

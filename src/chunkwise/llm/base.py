@@ -65,6 +65,8 @@ class Completion:
     latency_s: float
     token_logprobs: list[float] | None = None
     tokens: list[str] | None = None
+    #: the stop string that ended generation, when the backend can tell
+    stop_reason: str | None = None
 
     def mean_token_prob(self, start_char: int = 0, end_char: int | None = None) -> float | None:
         """Mean probability of the generated tokens overlapping ``text[start_char:end_char]``.
@@ -122,6 +124,13 @@ class LLM(abc.ABC):
         """Convenience: one prompt, keyword decoding params."""
         return self.generate([Request(prompt, GenerationParams(**params))])[0]  # type: ignore[arg-type]
 
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character span of every token of ``text``; backends without a tokenizer fall back
+        to an approximate word-piece split."""
+        from chunkwise.text.tokens import WordPieceCounter
+
+        return WordPieceCounter().token_offsets(text)
+
     # Token-id helpers: backends with a real tokenizer override these so that the chunker and
     # middle truncation can cut exactly at token boundaries.
     def encode(self, text: str) -> list[int]:
@@ -147,12 +156,18 @@ class LLM(abc.ABC):
         self.close()
 
 
-def apply_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
-    """Cut ``text`` at the earliest stop string. Returns (text, whether a stop was hit)."""
-    cut = len(text)
+def find_stop(text: str, stop: Sequence[str]) -> tuple[int, str | None]:
+    """Position and value of the earliest stop string in ``text`` (len(text), None if none)."""
+    cut, hit = len(text), None
     for s in stop:
         if s:
             i = text.find(s)
             if i != -1 and i < cut:
-                cut = i
-    return text[:cut], cut < len(text)
+                cut, hit = i, s
+    return cut, hit
+
+
+def apply_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """Cut ``text`` at the earliest stop string. Returns (text, whether a stop was hit)."""
+    cut, hit = find_stop(text, stop)
+    return text[:cut], hit is not None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput, MissingDependency
-from chunkwise.llm.base import LLM, Completion, GenerationParams, Prompt, Request, apply_stop
+from chunkwise.llm.base import LLM, Completion, GenerationParams, Prompt, Request, find_stop
 from chunkwise.llm.spec import ModelSpec, parse_spec
 from chunkwise.text.tokens import HFTokenCounter
 
@@ -201,12 +201,15 @@ class HFLLM(LLM):
                     n = j
                     break
             ended = n < len(g) or (n < p.max_new_tokens and bool(p.stop))
-            text, hit = apply_stop(self.tokenizer.decode(g[:n], skip_special_tokens=True), p.stop)
+            full = self.tokenizer.decode(g[:n], skip_special_tokens=True)
+            cut, hit = find_stop(full, p.stop)
+            text = full[:cut]
             c = Completion(
                 text=text,
+                stop_reason=hit,
                 prompt_tokens=len(x),
                 completion_tokens=n,
-                finish_reason="stop" if (hit or ended or n < p.max_new_tokens) else "length",
+                finish_reason="stop" if (hit is not None or ended or n < p.max_new_tokens) else "length",
                 latency_s=latency,
             )
             if logprobs is not None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import random
@@ -75,8 +76,8 @@ class _Fatal(Exception):
     """One attempt failed in a way that another try would not fix."""
 
 
-def _excerpt(text: str, n: int = 60) -> str:
-    flat = " ".join(text.split())
+def _excerpt(text: object, n: int = 60) -> str:
+    flat = " ".join(str(text).split())
     return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
@@ -159,7 +160,9 @@ class OpenAICompatLLM(LLM):
         self._sem: asyncio.Semaphore | None = None
 
     def __repr__(self) -> str:  # never shows the key
-        return f"OpenAICompatLLM(model={self.model!r}, base_url={self.base_url!r}, api={self.api!r})"
+        return (
+            f"OpenAICompatLLM(model={self.model!r}, base_url={self.base_url!r}, api={self.api!r})"
+        )
 
     # -- tokens ---------------------------------------------------------------------------
     @property
@@ -310,10 +313,8 @@ class OpenAICompatLLM(LLM):
         base = min(self.backoff_max, self.backoff * 2 ** (attempt - 1))
         delay = base * random.uniform(0.5, 1.5)
         if retry_after:
-            try:
+            with contextlib.suppress(ValueError):  # an HTTP date: keep our own schedule
                 delay = max(delay, min(float(retry_after), self.backoff_max))
-            except ValueError:
-                pass  # an HTTP date: keep our own schedule
         return delay
 
     async def _one(self, index: int, req: Request) -> Completion:
@@ -333,7 +334,7 @@ class OpenAICompatLLM(LLM):
                         resp = await asyncio.wait_for(
                             self._client.post(url, json=body), timeout=self.timeout
                         )
-                    except (asyncio.TimeoutError, httpx.TimeoutException) as e:
+                    except (TimeoutError, httpx.TimeoutException) as e:
                         raise _Retry(
                             f"no answer within the {self.timeout:g} s timeout ({type(e).__name__})"
                         ) from None
@@ -363,9 +364,18 @@ class OpenAICompatLLM(LLM):
                 await asyncio.sleep(delay)
         raise self._error(index, req, url, self.max_attempts, last)
 
-    def _error(self, index: int, req: Request, url: str, attempts: int, why: str) -> LLMRequestError:
+    def _error(
+        self, index: int, req: Request, url: str, attempts: int, why: str
+    ) -> LLMRequestError:
         n = f"{attempts} attempt" + ("s" if attempts != 1 else "")
-        hint = "" if attempts == 1 else " Is the server up and the model name right?"
+        if why.startswith(("HTTP 401", "HTTP 403")):
+            hint = " Check the API key (OPENAI_API_KEY, or the variable ?key_env= names)."
+        elif why.startswith("HTTP 404"):
+            hint = " Check the model name and the URL (it usually ends in /v1)."
+        elif attempts > 1:
+            hint = " Check that the server is up; if it is just slow, raise ?timeout= or ?retries=."
+        else:
+            hint = ""
         msg = (
             f"request {index} ({_prompt_excerpt(req.prompt)!r}) to {url} failed after {n}: "
             f"{why}.{hint}"
@@ -376,10 +386,7 @@ class OpenAICompatLLM(LLM):
         try:
             data = resp.json()
             choice = data["choices"][0]
-            if chat:
-                text = choice["message"].get("content") or ""
-            else:
-                text = choice["text"]
+            text = (choice["message"].get("content") or "") if chat else choice["text"]
             if not isinstance(text, str):
                 raise TypeError(f"completion text is {type(text).__name__}, not str")
             logprobs = _logprobs(choice.get("logprobs"), chat) if req.params.logprobs else None
@@ -387,10 +394,14 @@ class OpenAICompatLLM(LLM):
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
             raise _Retry(f"malformed response body ({type(e).__name__}: {e})") from None
         finish = _FINISH.get(str(choice.get("finish_reason") or "stop"), "stop")
+        # vLLM (and chunkwise.serve) name the stop string that ended the text
+        stop_reason = choice.get("stop_reason")
+        stop_reason = stop_reason if isinstance(stop_reason, str) else None
         # servers strip stop strings themselves; cut again in case one did not
         cut, hit = apply_stop(text, req.params.stop)
         tokens, token_logprobs = logprobs if logprobs else (None, None)
         if hit:
+            stop_reason = min((s for s in req.params.stop if s and s in text), key=text.find)
             text, finish = cut, "stop"
             if tokens is not None and token_logprobs is not None:
                 tokens, token_logprobs = _trim_tokens(tokens, token_logprobs, len(text))
@@ -398,7 +409,7 @@ class OpenAICompatLLM(LLM):
         # here would stall every other request on the event loop)
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
-        return Completion(
+        out = Completion(
             text=text,
             prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else -1,
             completion_tokens=completion_tokens
@@ -409,6 +420,9 @@ class OpenAICompatLLM(LLM):
             token_logprobs=token_logprobs,
             tokens=tokens,
         )
+        if stop_reason is not None and hasattr(out, "stop_reason"):
+            out.stop_reason = stop_reason
+        return out
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -443,7 +457,9 @@ def _logprobs(lp: Any, chat: bool) -> tuple[list[str], list[float]] | None:
     return tokens, [float(v) if v is not None else 0.0 for v in values]
 
 
-def _trim_tokens(tokens: list[str], values: list[float], n_chars: int) -> tuple[list[str], list[float]]:
+def _trim_tokens(
+    tokens: list[str], values: list[float], n_chars: int
+) -> tuple[list[str], list[float]]:
     """Keep the tokens that start before character ``n_chars`` of the text."""
     pos, keep = 0, 0
     for tok in tokens:
@@ -491,7 +507,17 @@ def _float_opt(spec: ModelSpec, key: str, default: float) -> float:
 
 
 KNOWN_OPTIONS = frozenset(
-    {"api", "concurrency", "timeout", "retries", "backoff", "backoff_max", "ctx", "tokenizer", "key_env"}
+    {
+        "api",
+        "concurrency",
+        "timeout",
+        "retries",
+        "backoff",
+        "backoff_max",
+        "ctx",
+        "tokenizer",
+        "key_env",
+    }
 )
 
 
@@ -511,7 +537,9 @@ def load(spec: ModelSpec) -> LLM:
     else:
         api_key = os.environ.get("OPENAI_API_KEY") or None
         if api_key is None and (urlsplit(url).hostname or "").endswith("openai.com"):
-            raise BadInput(f"{url} needs an API key: set OPENAI_API_KEY (or name a variable with ?key_env=)")
+            raise BadInput(
+                f"{url} needs an API key: set OPENAI_API_KEY (or name a variable with ?key_env=)"
+            )
     return OpenAICompatLLM(
         model,
         url,

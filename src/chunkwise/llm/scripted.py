@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from chunkwise.errors import BadInput
-from chunkwise.llm.base import LLM, Completion, Prompt, Request, apply_stop
+from chunkwise.llm.base import LLM, Completion, Prompt, Request, find_stop
 from chunkwise.llm.spec import ModelSpec
 
 Reply = str | Callable[[re.Match[str]], str]
@@ -50,6 +50,15 @@ class ScriptedLLM(LLM):
     def count_tokens(self, text: str) -> int:
         return len(self._pieces(text))
 
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        spans = []
+        for m in _PIECE.finditer(text):
+            s, e = m.span()
+            while s < e and text[s].isspace():
+                s += 1
+            spans.append((s, e) if s < e else m.span())
+        return spans
+
     def encode(self, text: str) -> list[int]:
         ids = []
         for p in self._pieces(text):
@@ -75,7 +84,9 @@ class ScriptedLLM(LLM):
             t0 = time.perf_counter()
             self.calls.append(req)
             text = prompt_text(req.prompt)
-            reply, stopped = apply_stop(self.reply_for(text), req.params.stop)
+            full = self.reply_for(text)
+            cut, hit = find_stop(full, req.params.stop)
+            reply, stopped = full[:cut], hit is not None
             pieces = self._pieces(reply)
             finish = "stop"
             if len(pieces) > req.params.max_new_tokens:
@@ -88,6 +99,7 @@ class ScriptedLLM(LLM):
                     completion_tokens=min(len(pieces), req.params.max_new_tokens),
                     finish_reason=finish if not stopped else "stop",
                     latency_s=time.perf_counter() - t0,
+                    stop_reason=hit,
                 )
             )
         return out

@@ -1,0 +1,57 @@
+"""`chunkwise answer`: answer a question about a document with any strategy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "answer a question about a (long) document with a strategy"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="hf:default", help="model spec (default: hf:default)")
+    p.add_argument("--strategy", default="mapreduce", help="standard, mapreduce, ... (registry)")
+    p.add_argument("--doc", required=True, help="UTF-8 document file")
+    p.add_argument("--question", required=True)
+    p.add_argument("--task", default="qa",
+                   help="task family: qa, multiple_choice, summary, retrieval, code, math, dialogue")
+    p.add_argument("--options", help='multiple-choice options, "A|B|C|D"')
+    p.add_argument("--chunk-tokens", type=int, help="cap on chunk size (mapreduce)")
+    p.add_argument("--context-window", type=int, help="cap the window below the model's own")
+    p.add_argument("--strategy-args", help="extra strategy options, k=v,k2=v2")
+    p.add_argument("--trace", help="write the full trace (every call) to this JSON file")
+    p.add_argument("--json", action="store_true", help="print answer and stats as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from chunkwise.documents import read_document
+    from chunkwise.errors import BadInput
+    from chunkwise.io import atomic_write_json
+    from chunkwise.llm import load_llm
+    from chunkwise.strategies import Query, get_strategy, parse_strategy_args
+
+    options = tuple(o.strip() for o in args.options.split("|")) if args.options else ()
+    query = Query(args.question, args.task, options)
+    document = read_document(args.doc)
+    kwargs: dict[str, object] = dict(parse_strategy_args(args.strategy_args))
+    if args.context_window is not None:
+        if args.context_window < 1:
+            raise BadInput(f"--context-window must be positive, got {args.context_window}")
+        kwargs["window"] = args.context_window
+    if args.chunk_tokens is not None:
+        if args.chunk_tokens < 1:
+            raise BadInput(f"--chunk-tokens must be positive, got {args.chunk_tokens}")
+        kwargs["chunk_tokens"] = args.chunk_tokens
+    strategy = get_strategy(args.strategy, **kwargs)
+    with load_llm(args.model) as llm:
+        ans = strategy.answer(document, query, llm)
+    if args.trace:
+        atomic_write_json(args.trace, {"question": args.question, "strategy": args.strategy,
+                                       "model": args.model, **ans.to_dict()})
+    if args.json:
+        s = ans.stats.to_dict()
+        keys = ("llm_calls", "prompt_tokens", "completion_tokens", "seconds")
+        print(json.dumps({"answer": ans.text, "stats": {k: s[k] for k in keys}}))
+    else:
+        print(ans.text)
+    return 0

@@ -1,0 +1,197 @@
+"""The strategy contract: ``answer(document, query, llm) -> Answer``, and the registry.
+
+Every way of reading a long document (standard decoding, MapReduce, Chain-of-Agents, summary
+trees, retrieval) is a peer behind this one signature, so benchmarks, synthesis and the CLI
+never special-case a strategy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from chunkwise.errors import BadInput
+from chunkwise.llm import LLM, Completion, Request
+
+TaskFamily = Literal["qa", "multiple_choice", "summary", "retrieval", "code", "math", "dialogue"]
+TASK_FAMILIES: tuple[str, ...] = (
+    "qa", "multiple_choice", "summary", "retrieval", "code", "math", "dialogue",
+)
+
+
+@dataclass(frozen=True)
+class Query:
+    """What is asked about a document."""
+
+    question: str
+    task: str = "qa"
+    options: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.task not in TASK_FAMILIES:
+            raise BadInput(f"unknown task family {self.task!r}; valid: {', '.join(TASK_FAMILIES)}")
+        if not self.question.strip():
+            raise BadInput("the question is empty")
+        object.__setattr__(self, "options", tuple(self.options))
+
+    def render(self) -> str:
+        """The question as the model sees it, options lettered A, B, C, ..."""
+        if not self.options:
+            return self.question.strip()
+        letters = "ABCDEFGHIJ"
+        opts = "\n".join(f"{letters[i]}. {o}" for i, o in enumerate(self.options))
+        return f"{self.question.strip()}\n{opts}"
+
+
+@dataclass
+class TraceEvent:
+    """One LLM call of a strategy: which stage, what it read, what came back."""
+
+    stage: str
+    inputs: list[Any]
+    output: dict[str, Any]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    round: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Stats:
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, completions: Sequence[Completion]) -> None:
+        self.llm_calls += len(completions)
+        self.prompt_tokens += sum(c.prompt_tokens for c in completions)
+        self.completion_tokens += sum(c.completion_tokens for c in completions)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "llm_calls": self.llm_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 3),
+        }
+        d.update(self.extra)
+        return d
+
+
+@dataclass
+class Answer:
+    text: str
+    trace: list[TraceEvent] = field(default_factory=list)
+    stats: Stats = field(default_factory=Stats)
+
+    def to_dict(self, with_trace: bool = True) -> dict[str, Any]:
+        d: dict[str, Any] = {"answer": self.text, "stats": self.stats.to_dict()}
+        if with_trace:
+            d["trace"] = [e.to_dict() for e in self.trace]
+        return d
+
+
+class Strategy:
+    """Base class: subclasses set ``name`` and implement :meth:`run`.
+
+    ``window`` caps the context the strategy may use (below the model's own window).
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, window: int | None = None):
+        self.window = window
+
+    def effective_window(self, llm: LLM) -> int:
+        return min(self.window, llm.context_window) if self.window else llm.context_window
+
+    def answer(self, document: str, query: Query, llm: LLM) -> Answer:
+        t0 = time.perf_counter()
+        ans = self.run(document, query, llm)
+        ans.stats.seconds = time.perf_counter() - t0
+        return ans
+
+    def run(self, document: str, query: Query, llm: LLM) -> Answer:  # pragma: no cover
+        raise NotImplementedError
+
+    # helper shared by strategies: one wave of calls, counted
+    @staticmethod
+    def call(llm: LLM, requests: Sequence[Request], stats: Stats) -> list[Completion]:
+        out = llm.generate(requests)
+        stats.add(out)
+        return out
+
+
+STRATEGIES: dict[str, type[Strategy]] = {}
+
+
+def register(cls: type[Strategy]) -> type[Strategy]:
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    STRATEGIES[cls.name] = cls
+    return cls
+
+
+def _coerce(value: str, target: Any) -> Any:
+    if isinstance(target, bool):
+        if value.lower() in {"1", "true", "yes", "on"}:
+            return True
+        if value.lower() in {"0", "false", "no", "off"}:
+            return False
+        raise ValueError(value)
+    if isinstance(target, int):
+        return int(value)
+    if isinstance(target, float):
+        return float(value)
+    return value
+
+
+def get_strategy(name: str, **kwargs: Any) -> Strategy:
+    """Instantiate a registered strategy; string values are coerced to the option's type."""
+    import chunkwise.strategies  # noqa: F401  (registers the built-in strategies)
+
+    if name not in STRATEGIES:
+        raise BadInput(f"unknown strategy {name!r}; valid: {', '.join(sorted(STRATEGIES))}")
+    cls = STRATEGIES[name]
+    import inspect
+
+    sig = inspect.signature(cls.__init__)
+    params = {k: p for k, p in sig.parameters.items() if k != "self"}
+    clean: dict[str, Any] = {}
+    for k, v in kwargs.items():
+        if k not in params:
+            raise BadInput(
+                f"strategy {name!r} has no option {k!r}; valid: {', '.join(sorted(params))}"
+            )
+        default = params[k].default
+        if isinstance(v, str) and default is not inspect.Parameter.empty and default is not None:
+            try:
+                v = _coerce(v, default)
+            except ValueError:
+                raise BadInput(f"strategy option {k}={v!r}: expected {type(default).__name__}") from None
+        clean[k] = v
+    return cls(**clean)
+
+
+def parse_strategy_args(text: str | None) -> dict[str, str]:
+    """``"k=v,k2=v2"`` -> dict; used by ``--strategy-args``."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        k, sep, v = part.partition("=")
+        if not sep or not k.strip():
+            raise BadInput(f"strategy argument {part!r} is not key=value")
+        out[k.strip()] = v.strip()
+    return out
+
+
+StrategyFactory = Callable[..., Strategy]

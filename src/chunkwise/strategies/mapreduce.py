@@ -1,0 +1,318 @@
+"""LLM×MapReduce: map every chunk, collapse while the results do not fit, reduce once.
+
+Map outputs follow the structured information protocol (:mod:`.protocol`) and are parsed;
+records whose *answer* says NO INFORMATION are dropped; the rest are collapsed in document
+order until they fit the reduce call; the reduce call resolves conflicts by confidence.
+Confidence comes from the model's own 0-5 score (``self``), from the mean probability of the
+answer tokens (``logprob``), or both. Chat models get the protocol as instructions; base
+models get completion scaffolds (``prompts/mapreduce/base.yaml``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from chunkwise.errors import BadInput, ChunkwiseError
+from chunkwise.llm import LLM, Completion, GenerationParams, Request
+from chunkwise.prompts import load_text, prompt_set
+from chunkwise.strategies.base import Answer, Query, Stats, Strategy, TraceEvent, register
+from chunkwise.strategies.protocol import NO_INFO, Record, parse_record, render_record
+from chunkwise.text import chunk_budget, chunk_document, middle_truncate
+
+log = logging.getLogger(__name__)
+
+#: stop sequence for early stopping: the answer field saying there is nothing in this chunk
+NO_INFO_STOP = f"Answer: {NO_INFO}"
+NO_RELEVANT = "No part of the document was found to contain information relevant to the question."
+
+
+class CollapseError(ChunkwiseError):
+    """Collapse did not bring the records under the reduce budget within its round limit."""
+
+
+@dataclass
+class _Prompts:
+    kind: str
+    templates: dict[str, Any]
+    calibration: str
+
+    def render(self, name: str, **values: str) -> str:
+        text = self.templates[name].format(calibration=self.calibration,
+                                           hint=self.templates.get("hint", ""), **values)
+        return "\n".join(line.rstrip() for line in text.splitlines()).strip() + (
+            " " if text.rstrip().endswith(":") else ""
+        )
+
+
+@register
+class MapReduce(Strategy):
+    """Options (all settable with ``--strategy-args k=v``):
+
+    chunk_tokens        cap on chunk size (default: whatever fits the window)
+    protocol            structured | plain (free-text notes: the paper's ablation)
+    calibration         in-context confidence calibration on/off
+    confidence          auto | self | logprob | both
+    prompts             auto | chat | base  (auto: chat when the model has a chat template)
+    max_collapse_rounds bound on collapse rounds, then an error
+    early_stop          stop a map call as soon as it says NO INFORMATION
+    reduce_order        auto | document | confidence (order of records shown to reduce)
+    temperature         decoding temperature for every stage (0 = greedy)
+    """
+
+    name = "mapreduce"
+
+    def __init__(
+        self,
+        window: int | None = None,
+        chunk_tokens: int = 0,
+        protocol: str = "structured",
+        calibration: bool = True,
+        confidence: str = "auto",
+        prompts: str = "auto",
+        max_collapse_rounds: int = 4,
+        early_stop: bool = True,
+        reduce_order: str = "auto",
+        temperature: float = 0.0,
+    ):
+        super().__init__(window)
+        for opt, value, allowed in (
+            ("protocol", protocol, ("structured", "plain")),
+            ("confidence", confidence, ("auto", "self", "logprob", "both")),
+            ("prompts", prompts, ("auto", "chat", "base")),
+            ("reduce_order", reduce_order, ("auto", "document", "confidence")),
+        ):
+            if value not in allowed:
+                raise BadInput(f"mapreduce option {opt}={value!r}; valid: {', '.join(allowed)}")
+        self.chunk_tokens = chunk_tokens
+        self.protocol = protocol
+        self.calibration = calibration
+        self.confidence = confidence
+        self.prompts = prompts
+        self.max_collapse_rounds = max_collapse_rounds
+        self.early_stop = early_stop
+        self.reduce_order = reduce_order
+        self.temperature = temperature
+
+    # -- set-up ---------------------------------------------------------------------------
+    def _prompts(self, llm: LLM, family: str) -> _Prompts:
+        kind = self.prompts if self.prompts != "auto" else ("chat" if llm.chat else "base")
+        templates = prompt_set("mapreduce", kind, family)
+        calibration = ""
+        if self.calibration and self.protocol == "structured":
+            calibration = templates.get("calibration") or load_text("mapreduce/calibration.txt")
+        return _Prompts(kind, templates, calibration)
+
+    def _confidence_source(self, p: _Prompts) -> str:
+        if self.confidence != "auto":
+            return self.confidence
+        return "self" if p.kind == "chat" else "logprob"
+
+    def _params(self, p: _Prompts, stage: str, want_logprobs: bool) -> GenerationParams:
+        stop = list(p.templates.get(f"{stage}_stop", []))
+        if stage == "map" and self.early_stop and self.protocol == "structured":
+            stop.append(NO_INFO_STOP)
+        return GenerationParams(
+            max_new_tokens=int(p.templates[f"{stage}_max_new_tokens"]),
+            temperature=self.temperature,
+            stop=tuple(stop),
+            logprobs=want_logprobs,
+        )
+
+    @staticmethod
+    def _request(llm: LLM, text: str, params: GenerationParams) -> Request:
+        return Request([{"role": "user", "content": text}] if llm.chat else text, params)
+
+    def _template(self, name: str) -> str:
+        return f"plain_{name}" if self.protocol == "plain" else name
+
+    # -- the pipeline ---------------------------------------------------------------------
+    def run(self, document: str, query: Query, llm: LLM) -> Answer:
+        p = self._prompts(llm, query.task)
+        source = self._confidence_source(p)
+        window = self.effective_window(llm)
+        question = query.render()
+        stats = Stats()
+        trace: list[TraceEvent] = []
+        want_lp = source in ("logprob", "both")
+
+        map_params = self._params(p, "map", want_lp)
+        template_tokens = llm.prompt_tokens(
+            self._wrap(llm, p.render(self._template("map"), chunk="", question=question))
+        )
+        budget = chunk_budget(window, template_tokens, 0, map_params.max_new_tokens)
+        if self.chunk_tokens:
+            budget = min(budget, self.chunk_tokens)
+        chunks = chunk_document(document, llm, budget)
+        stats.extra.update(chunks=len(chunks), chunk_budget=budget, prompt_kind=p.kind,
+                           confidence_source=source, prompt_version=p.templates["version"])
+
+        # map: one wave over all chunks
+        requests = [
+            self._request(llm, p.render(self._template("map"), chunk=c.text, question=question),
+                          map_params)
+            for c in chunks
+        ]
+        outs = self.call(llm, requests, stats)
+        records = []
+        early = 0
+        for c, out in zip(chunks, outs, strict=True):
+            rec = self._record(out, p, source, [c.index])
+            early += out.stop_reason == NO_INFO_STOP
+            records.append(rec)
+            trace.append(self._event("map", [c.index], rec, out))
+        kept = [r for r in records if not r.no_information]
+        stats.extra.update(map_no_information=len(records) - len(kept), early_stops=early)
+
+        kept, rounds = self._collapse(llm, p, source, question, kept, window, stats, trace)
+        stats.extra["collapse_rounds"] = rounds
+
+        # reduce: one call, never on an empty context
+        reduce_params = self._params(p, "reduce", False)
+        text = self._render_for_reduce(kept, p)
+        prompt = p.render(self._template("reduce"), records=text, question=question)
+        out = self.call(llm, [self._request(llm, prompt, reduce_params)], stats)[0]
+        final = parse_record(out.text, answer_only=True)
+        answer = final.answer if final.answer is not None else out.text.strip()
+        trace.append(TraceEvent("reduce", sorted({s for r in kept for s in r.sources}),
+                                {"raw": out.text, "answer": answer, "rationale": final.rationale},
+                                out.prompt_tokens, out.completion_tokens, out.latency_s))
+        return Answer(answer, trace, stats)
+
+    def _wrap(self, llm: LLM, text: str) -> Any:
+        return [{"role": "user", "content": text}] if llm.chat else text
+
+    def _record(self, out: Completion, p: _Prompts, source: str, sources: list[int]) -> Record:
+        text = out.text
+        if out.stop_reason == NO_INFO_STOP:
+            text += NO_INFO_STOP  # the early stop cut the marker off: put it back for the parser
+        if self.protocol == "plain":
+            rec = Record(extracted_information=text.strip(), answer=text.strip(), raw=text,
+                         no_information=NO_INFO.lower() in text.lower() or not text.strip())
+        else:
+            rec = parse_record(text, answer_only=p.kind == "base")
+        rec.sources = list(sources)
+        lp = None
+        if source in ("logprob", "both") and rec.answer and out.token_logprobs is not None:
+            start = out.text.find(rec.answer)
+            if start >= 0:
+                prob = out.mean_token_prob(start, start + len(rec.answer))
+                lp = None if prob is None else round(5.0 * prob, 3)
+        if source == "logprob":
+            rec.confidence = lp
+        elif source == "both" and lp is not None:
+            rec.confidence = lp if rec.confidence is None else round((rec.confidence + lp) / 2, 3)
+        return rec
+
+    @staticmethod
+    def _event(stage: str, inputs: list[int], rec: Record, out: Completion, rnd: int = 0) -> TraceEvent:
+        return TraceEvent(stage, inputs, rec.to_dict(), out.prompt_tokens, out.completion_tokens,
+                          out.latency_s, rnd)
+
+    def _render(self, r: Record, p: _Prompts) -> str:
+        return render_record(r, with_confidence=bool(p.calibration) or p.kind == "base",
+                             structured=self.protocol == "structured")
+
+    def _render_for_reduce(self, records: list[Record], p: _Prompts) -> str:
+        if not records:
+            return NO_RELEVANT
+        order = self.reduce_order
+        if order == "auto":
+            order = "confidence" if p.kind == "base" and self.calibration else "document"
+        if order == "confidence":
+            records = sorted(records, key=lambda r: -(r.confidence if r.confidence is not None else -1))
+        return "\n\n".join(self._label(r) + "\n" + self._render(r, p) for r in records)
+
+    @staticmethod
+    def _label(r: Record) -> str:
+        parts = ", ".join(str(i + 1) for i in r.sources)
+        return f"Findings from part {parts}:" if len(r.sources) == 1 else f"Findings from parts {parts}:"
+
+    def _collapse(
+        self, llm: LLM, p: _Prompts, source: str, question: str, records: list[Record],
+        window: int, stats: Stats, trace: list[TraceEvent],
+    ) -> tuple[list[Record], int]:
+        reduce_new = int(p.templates["reduce_max_new_tokens"])
+        reduce_tokens = llm.prompt_tokens(
+            self._wrap(llm, p.render(self._template("reduce"), records="", question=question)))
+        reduce_budget = chunk_budget(window, reduce_tokens, 0, reduce_new)
+        collapse_params = self._params(p, "collapse", source in ("logprob", "both"))
+        collapse_tokens = llm.prompt_tokens(
+            self._wrap(llm, p.render(self._template("collapse"), records="", question=question)))
+        group_budget = chunk_budget(window, collapse_tokens, 0, collapse_params.max_new_tokens)
+
+        rounds = 0
+        while True:
+            rendered = [self._label(r) + "\n" + self._render(r, p) for r in records]
+            sizes = [llm.count_tokens(t) + 2 for t in rendered]
+            if sum(sizes) <= reduce_budget:
+                return records, rounds
+            if rounds >= self.max_collapse_rounds:
+                raise CollapseError(
+                    f"after {rounds} collapse rounds the {len(records)} records still take "
+                    f"{sum(sizes)} tokens, over the reduce budget of {reduce_budget}; raise "
+                    "max_collapse_rounds, the context window, or lower the map output budget"
+                )
+            rounds += 1
+            groups: list[list[int]] = []
+            used = 0
+            for i, n in enumerate(sizes):
+                if groups and used + n <= group_budget:
+                    groups[-1].append(i)
+                    used += n
+                else:
+                    groups.append([i])
+                    used = n
+            requests = []
+            for g in groups:
+                parts = []
+                for i in g:
+                    text = rendered[i]
+                    if sizes[i] > group_budget:
+                        log.warning("a record of %d tokens exceeds the collapse budget of %d; "
+                                    "truncating it in the middle", sizes[i], group_budget)
+                        text, _ = middle_truncate(text, llm, group_budget - 2)
+                    parts.append(text)
+                prompt = p.render(self._template("collapse"), records="\n\n".join(parts),
+                                  question=question)
+                requests.append(self._request(llm, prompt, collapse_params))
+            outs = self.call(llm, requests, stats)
+            merged = []
+            for g, out in zip(groups, outs, strict=True):
+                inputs = [records[i] for i in g]
+                sources = sorted({s for r in inputs for s in r.sources})
+                rec = self._record(out, p, source, sources)
+                if rec.confidence is None:
+                    rec.confidence = _combined_confidence(rec, inputs)
+                trace.append(self._event("collapse", sources, rec, out, rounds))
+                if not rec.no_information:
+                    merged.append(rec)
+            records = merged
+
+
+def _norm(s: str | None) -> str:
+    return " ".join((s or "").lower().split()).strip(" .")
+
+
+def _combined_confidence(rec: Record, inputs: list[Record]) -> float | None:
+    """Re-estimate a collapsed record's confidence from its inputs: the best confidence among
+    inputs that gave the same answer, else the mean of the inputs' confidences."""
+    same = [r.confidence for r in inputs if r.confidence is not None and _norm(r.answer) == _norm(rec.answer)]
+    if same:
+        return max(same)
+    known = [r.confidence for r in inputs if r.confidence is not None]
+    return round(sum(known) / len(known), 3) if known else None
+
+
+def to_intermediate(answer: Answer) -> dict[str, Any]:
+    """The Pyramid-Align ``intermediate`` (M): map records, then collapse rounds."""
+    out: dict[str, Any] = {"map": [], "collapse": []}
+    for e in answer.trace:
+        if e.stage == "map":
+            out["map"].append(e.output)
+        elif e.stage == "collapse":
+            while len(out["collapse"]) < e.round:
+                out["collapse"].append([])
+            out["collapse"][e.round - 1].append(e.output)
+    return out

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chunkwise.strategies.protocol import (
+    NO_INFO,
+    Record,
+    parse_confidence,
+    parse_record,
+    render_record,
+)
+
+
+def test_clean_four_fields():
+    r = parse_record("Extracted Information: Jerry is 18.\nRationale: stated.\nAnswer: 18\n"
+                     "Confidence Score: 5")
+    assert (r.extracted_information, r.rationale, r.answer, r.confidence) == (
+        "Jerry is 18.", "stated.", "18", 5.0)
+    assert not r.no_information
+
+
+def test_reordered_bold_and_extra_text():
+    text = ("Sure! Here is my analysis.\n**Answer:** Paris\n**Confidence Score:** 4/5\n"
+            "### Rationale: the text names the capital\n1. Extracted Information: capital is Paris\n"
+            "Hope this helps.")
+    r = parse_record(text)
+    assert r.answer == "Paris"
+    assert r.confidence == 4.0
+    assert r.rationale.startswith("the text names the capital")
+    assert r.extracted_information.startswith("capital is Paris")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("4/5", 4.0), ("4.5", 4.5), ("3 out of 5", 3.0), ("8/10", 4.0), ("high", 4.0),
+    ("very low", 0.5), ("medium", 2.5), ("", None), ("n/a", None), (None, None), ("7", 5.0),
+])
+def test_confidence_forms(text, expected):
+    assert parse_confidence(text) == expected
+
+
+@pytest.mark.parametrize("answer", [NO_INFO, "NO INFORMATION", "**[No Information]**",
+                                    "no relevant information.", ""])
+def test_no_information_in_answer_field(answer):
+    r = parse_record(f"Extracted Information: -\nRationale: -\nAnswer: {answer}\nConfidence Score: 0")
+    assert r.no_information
+
+
+def test_marker_elsewhere_does_not_drop_a_real_answer():
+    r = parse_record(f"Extracted Information: {NO_INFO} is quoted\nAnswer: 42\nConfidence Score: 3")
+    assert not r.no_information and r.answer == "42"
+
+
+def test_missing_fields_and_answer_only_mode():
+    r = parse_record("just some notes")
+    assert r.answer is None and r.extracted_information == "just some notes"
+    assert not r.no_information
+    r = parse_record(" 71432.", answer_only=True)
+    assert r.answer == "71432." and not r.no_information
+    assert parse_record("NO INFORMATION", answer_only=True).no_information
+
+
+def test_chinese_fields():
+    r = parse_record("提取的信息：北京是首都\n分析：文中直接说明\n答案：北京\n置信度分数：5")
+    assert (r.answer, r.confidence, r.rationale) == ("北京", 5.0, "文中直接说明")
+
+
+def test_render_round_trip():
+    rec = Record("facts", "because", "B", 3.5)
+    back = parse_record(render_record(rec))
+    assert (back.extracted_information, back.rationale, back.answer, back.confidence) == (
+        "facts", "because", "B", 3.5)
+
+
+FIELD = st.sampled_from(["Extracted Information", "Rationale", "Answer", "Confidence Score",
+                         "**Answer**", "answer", "Confidence", "Reasoning"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(FIELD, st.text(max_size=40)), max_size=6), st.text(max_size=80),
+       st.booleans())
+def test_parser_never_raises(fields, noise, answer_only):
+    text = noise + "\n" + "\n".join(f"{k}: {v}" for k, v in fields)
+    r = parse_record(text, answer_only=answer_only)
+    assert r.raw == text
+    assert r.confidence is None or 0.0 <= r.confidence <= 5.0
+    assert isinstance(r.no_information, bool)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_parser_total_on_arbitrary_text(text):
+    parse_record(text)
+    parse_record(text, answer_only=True)
+    parse_confidence(text)
