@@ -163,11 +163,12 @@ def test_plain_protocol_ablation_uses_free_text_notes():
 
 def test_base_prompts_for_base_models_and_logprob_confidence_absent():
     llm = ScriptedLLM(rules=[(r"secret code is 4711(?:(?!Question:).)*Question", "4711"),
-                             (r"Readers took", "4711")], default="NO INFORMATION")
+                             (r"Part \d+ of the text says: 4711", "4711")], default="NO INFORMATION")
     ans = get_strategy("mapreduce").answer(doc_with(10, needle_at=3), Query("What is the code?"), llm)
     assert ans.text == "4711"
     assert ans.stats.extra["prompt_kind"] == "base"
     assert all(isinstance(r.prompt, str) for r in llm.calls)
+    assert llm.calls[-1].prompt.split(" of the text says: ")[1].startswith("4711")
 
 
 def test_bad_options_are_clear():

@@ -29,6 +29,12 @@ class Query:
     question: str
     task: str = "qa"
     options: tuple[str, ...] = ()
+    #: for completion-style (base model) prompts: the words the answer continues, e.g.
+    #: "The pass key is" (InfiniteBench's open-model templates); default "Answer:"
+    answer_prefix: str = ""
+    #: budget for the final answer, e.g. InfiniteBench's per-task output lengths (None: the
+    #: prompt set's default; strategies never go below what their answer format needs)
+    max_answer_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.task not in TASK_FAMILIES:

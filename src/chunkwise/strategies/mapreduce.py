@@ -39,18 +39,20 @@ class _Prompts:
     calibration: str
 
     def render(self, name: str, **values: str) -> str:
+        values.setdefault("answer_prefix", "Answer:")
         text = self.templates[name].format(calibration=self.calibration,
                                            hint=self.templates.get("hint", ""), **values)
-        return "\n".join(line.rstrip() for line in text.splitlines()).strip() + (
-            " " if text.rstrip().endswith(":") else ""
-        )
+        # No trailing space after a final "Answer:": sentencepiece tokenizers attach the
+        # space to the answer's first token, and a dangling space derails base models.
+        return "\n".join(line.rstrip() for line in text.splitlines()).strip()
 
 
 @register
 class MapReduce(Strategy):
     """Options (all settable with ``--strategy-args k=v``):
 
-    chunk_tokens        cap on chunk size (default: whatever fits the window)
+    chunk_tokens        cap on chunk size (default: the prompt set's ``chunk_tokens`` if it has
+                        one, else whatever fits the window)
     protocol            structured | plain (free-text notes: the paper's ablation)
     calibration         in-context confidence calibration on/off
     confidence          auto | self | logprob | both
@@ -59,6 +61,11 @@ class MapReduce(Strategy):
     early_stop          stop a map call as soon as it says NO INFORMATION
     reduce_order        auto | document | confidence (order of records shown to reduce)
     temperature         decoding temperature for every stage (0 = greedy)
+    min_confidence      drop map records below this confidence (auto: the prompt set's
+                        ``min_confidence``: 3.0 for base models, whose answer-token probability
+                        is the only "no information" signal they give; 0 for chat models)
+    keep_when_all_low   when every record falls below min_confidence, keep this many of the
+                        most confident instead of none
     """
 
     name = "mapreduce"
@@ -75,6 +82,8 @@ class MapReduce(Strategy):
         early_stop: bool = True,
         reduce_order: str = "auto",
         temperature: float = 0.0,
+        min_confidence: str = "auto",
+        keep_when_all_low: int = 3,
     ):
         super().__init__(window)
         for opt, value, allowed in (
@@ -94,15 +103,45 @@ class MapReduce(Strategy):
         self.early_stop = early_stop
         self.reduce_order = reduce_order
         self.temperature = temperature
+        if min_confidence != "auto":
+            try:
+                float(min_confidence)
+            except ValueError:
+                raise BadInput(f"mapreduce option min_confidence={min_confidence!r}: "
+                               "expected a number from 0 to 5 or 'auto'") from None
+        self.min_confidence = min_confidence
+        self.keep_when_all_low = keep_when_all_low
 
     # -- set-up ---------------------------------------------------------------------------
     def _prompts(self, llm: LLM, family: str) -> _Prompts:
         kind = self.prompts if self.prompts != "auto" else ("chat" if llm.chat else "base")
+        return self.prompt_set(kind, family)
+
+    # -- prompts, public so that training renders exactly what decoding sends --------------
+    def prompt_set(self, kind: str, family: str) -> _Prompts:
+        """The prompt set for a model kind (``chat`` | ``base``) and task family."""
         templates = prompt_set("mapreduce", kind, family)
         calibration = ""
         if self.calibration and self.protocol == "structured":
             calibration = templates.get("calibration") or load_text("mapreduce/calibration.txt")
         return _Prompts(kind, templates, calibration)
+
+    def map_prompt(self, p: _Prompts, chunk: str, query: Query) -> str:
+        return p.render(self._template("map"), chunk=chunk, **_q(query))
+
+    def collapse_prompt(self, p: _Prompts, records: list[Record], query: Query) -> str:
+        return p.render(self._template("collapse"), records=self._render_all(records, p),
+                        **_q(query))
+
+    def reduce_prompt(self, p: _Prompts, records: list[Record], query: Query) -> str:
+        return p.render(self._template("reduce"), records=self._render_for_reduce(records, p),
+                        **_q(query))
+
+    def record_target(self, p: _Prompts, record: Record) -> str:
+        """What a map or collapse call should output for ``record`` (a training target)."""
+        if self.protocol == "plain" or p.kind == "base":
+            return " " + (record.answer or record.extracted_information or NO_INFO).strip()
+        return render_record(record, with_confidence=True)
 
     def _confidence_source(self, p: _Prompts) -> str:
         if self.confidence != "auto":
@@ -139,19 +178,19 @@ class MapReduce(Strategy):
 
         map_params = self._params(p, "map", want_lp)
         template_tokens = llm.prompt_tokens(
-            self._wrap(llm, p.render(self._template("map"), chunk="", question=question))
+            self._wrap(llm, self.map_prompt(p, "", query))
         )
         budget = chunk_budget(window, template_tokens, 0, map_params.max_new_tokens)
-        if self.chunk_tokens:
-            budget = min(budget, self.chunk_tokens)
+        chunk_cap = self.chunk_tokens or int(p.templates.get("chunk_tokens", 0))
+        if chunk_cap:
+            budget = min(budget, chunk_cap)
         chunks = chunk_document(document, llm, budget)
         stats.extra.update(chunks=len(chunks), chunk_budget=budget, prompt_kind=p.kind,
                            confidence_source=source, prompt_version=p.templates["version"])
 
         # map: one wave over all chunks
         requests = [
-            self._request(llm, p.render(self._template("map"), chunk=c.text, question=question),
-                          map_params)
+            self._request(llm, self.map_prompt(p, c.text, query), map_params)
             for c in chunks
         ]
         outs = self.call(llm, requests, stats)
@@ -164,14 +203,17 @@ class MapReduce(Strategy):
             trace.append(self._event("map", [c.index], rec, out))
         kept = [r for r in records if not r.no_information]
         stats.extra.update(map_no_information=len(records) - len(kept), early_stops=early)
+        kept = self._confident(kept, p, stats)
 
-        kept, rounds = self._collapse(llm, p, source, question, kept, window, stats, trace)
+        kept, rounds = self._collapse(llm, p, source, query, kept, window, stats, trace)
         stats.extra["collapse_rounds"] = rounds
 
         # reduce: one call, never on an empty context
         reduce_params = self._params(p, "reduce", False)
-        text = self._render_for_reduce(kept, p)
-        prompt = p.render(self._template("reduce"), records=text, question=question)
+        if query.max_answer_tokens:
+            reduce_params = reduce_params.with_(max_new_tokens=max(
+                reduce_params.max_new_tokens, query.max_answer_tokens))
+        prompt = self.reduce_prompt(p, kept, query)
         out = self.call(llm, [self._request(llm, prompt, reduce_params)], stats)[0]
         final = parse_record(out.text, answer_only=True)
         answer = final.answer if final.answer is not None else out.text.strip()
@@ -179,6 +221,20 @@ class MapReduce(Strategy):
                                 {"raw": out.text, "answer": answer, "rationale": final.rationale},
                                 out.prompt_tokens, out.completion_tokens, out.latency_s))
         return Answer(answer, trace, stats)
+
+    def _confident(self, records: list[Record], p: _Prompts, stats: Stats) -> list[Record]:
+        """Drop records under the confidence floor (keeping the best few if all are under)."""
+        floor = float(p.templates.get("min_confidence", 0) if self.min_confidence == "auto"
+                      else self.min_confidence)
+        if floor <= 0:
+            return records
+        scored = [r for r in records if r.confidence is not None]
+        above = [r for r in records if r.confidence is None or r.confidence >= floor]
+        if not above and scored:
+            best = sorted(scored, key=lambda r: -r.confidence)[: self.keep_when_all_low]
+            above = [r for r in records if r in best]  # document order
+        stats.extra["low_confidence_dropped"] = len(records) - len(above)
+        return above
 
     def _wrap(self, llm: LLM, text: str) -> Any:
         return [{"role": "user", "content": text}] if llm.chat else text
@@ -211,40 +267,47 @@ class MapReduce(Strategy):
                           out.latency_s, rnd)
 
     def _render(self, r: Record, p: _Prompts) -> str:
-        return render_record(r, with_confidence=bool(p.calibration) or p.kind == "base",
-                             structured=self.protocol == "structured")
+        """One record as the collapse and reduce stages see it (label included)."""
+        with_conf = bool(p.calibration) and r.confidence is not None
+        key = "record" if with_conf else "record_no_confidence"
+        template = p.templates.get(key) if self.protocol == "structured" else None
+        if template:
+            return template.format(parts=_parts(r), answer=(r.answer or NO_INFO).strip(),
+                                   confidence=f"{r.confidence:.1f}" if with_conf else "",
+                                   info=r.extracted_information)
+        body = render_record(r, with_confidence=with_conf, structured=self.protocol == "structured")
+        label = "part" if len(r.sources) == 1 else "parts"
+        return f"Findings from {label} {_parts(r)}:\n{body}"
+
+    def _render_all(self, records: list[Record], p: _Prompts, order: str = "document") -> str:
+        if order == "confidence":  # most confident last, nearest the question
+            records = sorted(records, key=lambda r: r.confidence if r.confidence is not None else -1)
+        return p.templates.get("record_separator", "\n\n").join(self._render(r, p) for r in records)
 
     def _render_for_reduce(self, records: list[Record], p: _Prompts) -> str:
         if not records:
             return NO_RELEVANT
         order = self.reduce_order
         if order == "auto":
-            order = "confidence" if p.kind == "base" and self.calibration else "document"
-        if order == "confidence":
-            records = sorted(records, key=lambda r: -(r.confidence if r.confidence is not None else -1))
-        return "\n\n".join(self._label(r) + "\n" + self._render(r, p) for r in records)
-
-    @staticmethod
-    def _label(r: Record) -> str:
-        parts = ", ".join(str(i + 1) for i in r.sources)
-        return f"Findings from part {parts}:" if len(r.sources) == 1 else f"Findings from parts {parts}:"
+            order = "confidence" if p.kind == "base" and p.calibration else "document"
+        return self._render_all(records, p, order)
 
     def _collapse(
-        self, llm: LLM, p: _Prompts, source: str, question: str, records: list[Record],
+        self, llm: LLM, p: _Prompts, source: str, query: Query, records: list[Record],
         window: int, stats: Stats, trace: list[TraceEvent],
     ) -> tuple[list[Record], int]:
         reduce_new = int(p.templates["reduce_max_new_tokens"])
         reduce_tokens = llm.prompt_tokens(
-            self._wrap(llm, p.render(self._template("reduce"), records="", question=question)))
+            self._wrap(llm, p.render(self._template("reduce"), records="", **_q(query))))
         reduce_budget = chunk_budget(window, reduce_tokens, 0, reduce_new)
         collapse_params = self._params(p, "collapse", source in ("logprob", "both"))
         collapse_tokens = llm.prompt_tokens(
-            self._wrap(llm, p.render(self._template("collapse"), records="", question=question)))
+            self._wrap(llm, p.render(self._template("collapse"), records="", **_q(query))))
         group_budget = chunk_budget(window, collapse_tokens, 0, collapse_params.max_new_tokens)
 
         rounds = 0
         while True:
-            rendered = [self._label(r) + "\n" + self._render(r, p) for r in records]
+            rendered = [self._render(r, p) for r in records]
             sizes = [llm.count_tokens(t) + 2 for t in rendered]
             if sum(sizes) <= reduce_budget:
                 return records, rounds
@@ -274,8 +337,9 @@ class MapReduce(Strategy):
                                     "truncating it in the middle", sizes[i], group_budget)
                         text, _ = middle_truncate(text, llm, group_budget - 2)
                     parts.append(text)
-                prompt = p.render(self._template("collapse"), records="\n\n".join(parts),
-                                  question=question)
+                sep = p.templates.get("record_separator", "\n\n")
+                prompt = p.render(self._template("collapse"), records=sep.join(parts),
+                                  **_q(query))  # == collapse_prompt() unless truncated
                 requests.append(self._request(llm, prompt, collapse_params))
             outs = self.call(llm, requests, stats)
             merged = []
@@ -289,6 +353,14 @@ class MapReduce(Strategy):
                 if not rec.no_information:
                     merged.append(rec)
             records = merged
+
+
+def _q(query: Query) -> dict[str, str]:
+    return {"question": query.render(), "answer_prefix": query.answer_prefix or "Answer:"}
+
+
+def _parts(r: Record) -> str:
+    return ", ".join(str(i + 1) for i in r.sources)
 
 
 def _norm(s: str | None) -> str:

@@ -33,15 +33,14 @@ class Standard(Strategy):
         t = prompt_set("standard", kind, query.task)
         question = query.render()
         params = GenerationParams(
-            max_new_tokens=self.max_new_tokens or int(t["max_new_tokens"]),
+            max_new_tokens=self.max_new_tokens or query.max_answer_tokens or int(t["max_new_tokens"]),
             temperature=self.temperature,
             stop=tuple(t.get("stop", [])),
         )
 
         def render(doc: str) -> str:
-            return t["prompt"].format(document=doc, question=question).strip() + (
-                " " if kind == "base" and t["prompt"].rstrip().endswith(":") else ""
-            )
+            return t["prompt"].format(document=doc, question=question,
+                                      answer_prefix=query.answer_prefix or "Answer:").strip()
 
         def wrap(text: str):
             return [{"role": "user", "content": text}] if llm.chat else text
