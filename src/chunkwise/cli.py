@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "generate-data": "generate_data",
     "score": "score",
     "serve": "serve",
+    "demo": "demo",
 }
 
 

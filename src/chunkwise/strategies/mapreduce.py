@@ -11,7 +11,7 @@ models get completion scaffolds (``prompts/mapreduce/base.yaml``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chunkwise.errors import BadInput, ChunkwiseError
@@ -37,6 +37,8 @@ class _Prompts:
     kind: str
     templates: dict[str, Any]
     calibration: str
+    #: the query's answer prefix; base-model findings are shown as "<prefix> <answer>"
+    answer_prefix: str = ""
 
     def render(self, name: str, **values: str) -> str:
         values.setdefault("answer_prefix", "Answer:")
@@ -130,10 +132,12 @@ class MapReduce(Strategy):
         return p.render(self._template("map"), chunk=chunk, **_q(query))
 
     def collapse_prompt(self, p: _Prompts, records: list[Record], query: Query) -> str:
+        p = replace(p, answer_prefix=query.answer_prefix)
         return p.render(self._template("collapse"), records=self._render_all(records, p),
                         **_q(query))
 
     def reduce_prompt(self, p: _Prompts, records: list[Record], query: Query) -> str:
+        p = replace(p, answer_prefix=query.answer_prefix)
         return p.render(self._template("reduce"), records=self._render_for_reduce(records, p),
                         **_q(query))
 
@@ -168,7 +172,7 @@ class MapReduce(Strategy):
 
     # -- the pipeline ---------------------------------------------------------------------
     def run(self, document: str, query: Query, llm: LLM) -> Answer:
-        p = self._prompts(llm, query.task)
+        p = replace(self._prompts(llm, query.task), answer_prefix=query.answer_prefix)
         source = self._confidence_source(p)
         window = self.effective_window(llm)
         question = query.render()
@@ -272,7 +276,10 @@ class MapReduce(Strategy):
         key = "record" if with_conf else "record_no_confidence"
         template = p.templates.get(key) if self.protocol == "structured" else None
         if template:
-            return template.format(parts=_parts(r), answer=(r.answer or NO_INFO).strip(),
+            answer = (r.answer or NO_INFO).strip()
+            if p.answer_prefix and r.answer:
+                answer = f"{p.answer_prefix} {answer}"
+            return template.format(parts=_parts(r), answer=answer,
                                    confidence=f"{r.confidence:.1f}" if with_conf else "",
                                    info=r.extracted_information)
         body = render_record(r, with_confidence=with_conf, structured=self.protocol == "structured")

@@ -1,0 +1,106 @@
+"""Benchmark registry: name -> how to load a task, ask its questions and score the answers.
+
+A benchmark is a small registered unit, so the runner never special-cases one: it loads a
+task's examples (``{id, context, input, answer, options}``), turns each into a
+:class:`~chunkwise.strategies.Query` with :attr:`Benchmark.build_query`, and scores the
+predictions with :attr:`Benchmark.score`. QASPER, QuALITY or NarrativeQA join as peers by
+calling :func:`register_benchmark` with their own loader, query builder and scorer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chunkwise.errors import BadInput
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    tasks: tuple[str, ...]
+    #: ``load(task, data, *, limit, revision, seed, count_tokens) -> TaskData``
+    load: Callable[..., Any]
+    #: ``build_query(task, example, kind, window) -> Query``; kind is chat | base
+    build_query: Callable[..., Any]
+    #: ``score(task, prediction, ground_truth, scorer, extract) -> float in [0, 1]``
+    score: Callable[[str, str, Any, str, str], float]
+    scorers: tuple[str, ...] = ("official",)
+    extractors: tuple[str, ...] = ("none",)
+    #: version string of the benchmark's question wording (recorded in results.json)
+    prompt_version: Callable[[], str] = lambda: "0"
+    #: short display names for tables and plots
+    display: dict[str, str] = field(default_factory=dict)
+    default_data: str = "hub"
+
+    def check_tasks(self, tasks: Sequence[str]) -> list[str]:
+        """The tasks, deduplicated in order; an unknown one is an error listing the valid."""
+        out: list[str] = []
+        for t in tasks:
+            t = t.strip()
+            if not t:
+                continue
+            if t not in self.tasks:
+                raise BadInput(
+                    f"unknown {self.name} task {t!r}; valid tasks: {', '.join(self.tasks)}"
+                )
+            if t not in out:
+                out.append(t)
+        if not out:
+            raise BadInput(f"no tasks given; valid {self.name} tasks: {', '.join(self.tasks)}")
+        return out
+
+    def check_scoring(self, scorer: str, extract: str) -> None:
+        if scorer not in self.scorers:
+            raise BadInput(f"unknown scorer {scorer!r}; valid scorers: {', '.join(self.scorers)}")
+        if extract not in self.extractors:
+            raise BadInput(
+                f"unknown extractor {extract!r}; valid extractors: {', '.join(self.extractors)}"
+            )
+
+
+BENCHMARKS: dict[str, Callable[[], Benchmark]] = {}
+
+
+def register_benchmark(name: str, factory: Callable[[], Benchmark]) -> None:
+    """Register a benchmark; the factory is called on first use (imports stay lazy)."""
+    BENCHMARKS[name] = factory
+
+
+def get_benchmark(name: str) -> Benchmark:
+    factory = BENCHMARKS.get(name)
+    if factory is None:
+        raise BadInput(f"unknown benchmark {name!r}; valid benchmarks: {', '.join(BENCHMARKS)}")
+    return factory()
+
+
+# --------------------------------------------------------------------------------------------
+# InfiniteBench
+
+
+def _infinitebench() -> Benchmark:
+    from chunkwise.data import infinitebench as ib
+    from chunkwise.eval import metrics
+
+    def score(task: str, prediction: str, ground_truth: Any, scorer: str, extract: str) -> float:
+        text = metrics.EXTRACTORS[extract](task, prediction)
+        return metrics.score_one(task, text, ground_truth, scorer)
+
+    return Benchmark(
+        name="infinitebench",
+        tasks=tuple(metrics.TASKS),
+        load=ib.load_task,
+        build_query=ib.build_query,
+        score=score,
+        scorers=tuple(metrics.SCORERS),
+        extractors=tuple(metrics.EXTRACTORS),
+        prompt_version=ib.prompt_version,
+        display=dict(ib.DISPLAY_NAMES),
+        default_data="hub",
+    )
+
+
+register_benchmark("infinitebench", _infinitebench)
+
+__all__ = ["BENCHMARKS", "Benchmark", "get_benchmark", "register_benchmark"]
