@@ -1,6 +1,6 @@
 """Chunking a 10M-character document vs tokenizing it once (goal: ratio < 2).
 
-    .venv/bin/python bench/chunker_speed.py [--chars 10000000] [--max-tokens 2048]
+.venv/bin/python bench/chunker_speed.py [--chars 10000000] [--max-tokens 2048]
 """
 
 from __future__ import annotations
@@ -42,16 +42,20 @@ def main() -> None:
     t0 = time.perf_counter()
     chunks = chunk_document(doc, counter, args.max_tokens)
     t_chunk = time.perf_counter() - t0
-    print(json.dumps({
-        "chars": len(doc),
-        "tokens": n_tokens,
-        "chunks": len(chunks),
-        "max_tokens": args.max_tokens,
-        "tokenize_s": round(t_tok, 2),
-        "chunk_s": round(t_chunk, 2),
-        "ratio_chunk_over_tokenize": round(t_chunk / t_tok, 2),
-        "goal": "< 2",
-    }))
+    print(
+        json.dumps(
+            {
+                "chars": len(doc),
+                "tokens": n_tokens,
+                "chunks": len(chunks),
+                "max_tokens": args.max_tokens,
+                "tokenize_s": round(t_tok, 2),
+                "chunk_s": round(t_chunk, 2),
+                "ratio_chunk_over_tokenize": round(t_chunk / t_tok, 2),
+                "goal": "< 2",
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -15,8 +15,10 @@ import time
 
 from chunkwise.llm import GenerationParams, Request, load_llm
 
-WORDS = ("the grass is green the sky is blue a reader takes notes while the model reads "
-         "each chunk of the long document and answers the question with care").split()
+WORDS = (
+    "the grass is green the sky is blue a reader takes notes while the model reads "
+    "each chunk of the long document and answers the question with care"
+).split()
 
 
 def make_prompt(llm, tokens: int, seed: int) -> str:
@@ -44,8 +46,11 @@ def main() -> None:
     load_s = time.perf_counter() - t0
     prompts = [make_prompt(llm, args.prompt_tokens, s) for s in range(8)]
     timed(llm, prompts[:1], 1)  # warm-up
-    result: dict[str, object] = {"model": args.model, "load_s": round(load_s, 2),
-                                 "prompt_tokens": args.prompt_tokens}
+    result: dict[str, object] = {
+        "model": args.model,
+        "load_s": round(load_s, 2),
+        "prompt_tokens": args.prompt_tokens,
+    }
     for bs in (1, 8):
         batch = prompts[:bs]
         t_prefill, out1 = timed(llm, batch, 1)

@@ -47,12 +47,18 @@ def main() -> None:
         "b": ("standard", args.window),
         "c": ("mapreduce", args.window),
     }
-    result: dict = {"model": args.model, "prefill_tok_per_s": round(rate, 1),
-                    "full_window": llm.context_window, "window": args.window, "n": args.n,
-                    "lengths": {}}
+    result: dict = {
+        "model": args.model,
+        "prefill_tok_per_s": round(rate, 1),
+        "full_window": llm.context_window,
+        "window": args.window,
+        "n": args.n,
+        "lengths": {},
+    }
     for length in [int(x) for x in args.lengths.split(",")]:
-        records = generate("passkey", length_tokens=length, n=args.n, seed=args.seed,
-                           count_tokens=llm.count_tokens)
+        records = generate(
+            "passkey", length_tokens=length, n=args.n, seed=args.seed, count_tokens=llm.count_tokens
+        )
         doc_tokens = sum(llm.count_tokens(r["context"]) for r in records)
         floor = doc_tokens / rate
         per_len: dict = {"doc_tokens_total": doc_tokens, "floor_s": round(floor, 1)}
@@ -63,14 +69,21 @@ def main() -> None:
             preds = []
             for r in records:
                 ans = strategy.answer(r["context"], passkey_query(r), llm)
-                preds.append({"prediction": ans.text, "answer": r["answer"][0],
-                              "correct": score_one("passkey", ans.text, r["answer"]) > 0,
-                              "llm_calls": ans.stats.llm_calls})
+                preds.append(
+                    {
+                        "prediction": ans.text,
+                        "answer": r["answer"][0],
+                        "correct": score_one("passkey", ans.text, r["answer"]) > 0,
+                        "llm_calls": ans.stats.llm_calls,
+                    }
+                )
             wall = time.perf_counter() - t0
             per_len[key] = {
-                "strategy": name, "window": window or llm.context_window,
+                "strategy": name,
+                "window": window or llm.context_window,
                 "accuracy": 100.0 * sum(p["correct"] for p in preds) / len(preds),
-                "wall_s": round(wall, 1), "over_floor": round(wall / floor, 2),
+                "wall_s": round(wall, 1),
+                "over_floor": round(wall / floor, 2),
                 "predictions": preds,
             }
             print(json.dumps({"length": length, "run": key, **per_len[key]}), flush=True)

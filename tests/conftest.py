@@ -38,7 +38,11 @@ def tiny_tokenizer():
     )
     tok.train_from_iterator(_CORPUS * 20, trainer=trainer)
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
     )
 
 

@@ -23,6 +23,8 @@ COMMANDS: dict[str, str] = {
     "score": "score",
     "serve": "serve",
     "demo": "demo",
+    "eval": "evaluate",
+    "compare": "compare",
 }
 
 

@@ -40,8 +40,7 @@ class Cell:
 
 
 def passkey_query(record: dict[str, Any]) -> Query:
-    return Query(record["input"], "retrieval", answer_prefix="The pass key is",
-                 max_answer_tokens=6)
+    return Query(record["input"], "retrieval", answer_prefix="The pass key is", max_answer_tokens=6)
 
 
 def run_passkey_demo(
@@ -60,8 +59,9 @@ def run_passkey_demo(
     total = len(lengths) * len(strategies) * n
     with tqdm(total=total, desc="passkey demo", unit="doc") as bar:
         for length in lengths:
-            records = generate("passkey", length_tokens=length, n=n, seed=seed,
-                               count_tokens=llm.count_tokens)
+            records = generate(
+                "passkey", length_tokens=length, n=n, seed=seed, count_tokens=llm.count_tokens
+            )
             for name in strategies:
                 cell = Cell(length, name)
                 strategy = get_strategy(name, window=window)
@@ -73,19 +73,40 @@ def run_passkey_demo(
                     cell.n += 1
                     cell.seconds += ans.stats.seconds
                     cell.llm_calls += ans.stats.llm_calls
-                    cell.predictions.append({"id": rec["id"], "prediction": ans.text,
-                                             "ground_truth": rec["answer"], "correct": ok,
-                                             "stats": ans.stats.to_dict()})
+                    cell.predictions.append(
+                        {
+                            "id": rec["id"],
+                            "prediction": ans.text,
+                            "ground_truth": rec["answer"],
+                            "correct": ok,
+                            "stats": ans.stats.to_dict(),
+                        }
+                    )
                     bar.update()
                 cells.append(cell)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / "passkey_demo.json", {
-            "model": model, "window": window, "n_per_length": n, "seed": seed,
-            "cells": [{"length": c.length, "strategy": c.strategy, "accuracy": c.accuracy,
-                       "n": c.n, "seconds_per_doc": c.seconds / max(c.n, 1),
-                       "llm_calls": c.llm_calls, "predictions": c.predictions} for c in cells],
-        })
+        atomic_write_json(
+            out / "passkey_demo.json",
+            {
+                "model": model,
+                "window": window,
+                "n_per_length": n,
+                "seed": seed,
+                "cells": [
+                    {
+                        "length": c.length,
+                        "strategy": c.strategy,
+                        "accuracy": c.accuracy,
+                        "n": c.n,
+                        "seconds_per_doc": c.seconds / max(c.n, 1),
+                        "llm_calls": c.llm_calls,
+                        "predictions": c.predictions,
+                    }
+                    for c in cells
+                ],
+            },
+        )
         atomic_write_text(out / "passkey_demo.md", table(cells, window) + "\n")
     return cells
 
@@ -98,6 +119,8 @@ def table(cells: list[Cell], window: int) -> str:
         "|---:|---|---:|---:|---:|",
     ]
     for c in cells:
-        lines.append(f"| {c.length:,} | {c.strategy} | {c.accuracy:.0f} | "
-                     f"{c.seconds / max(c.n, 1):.1f} | {c.llm_calls / max(c.n, 1):.0f} |")
+        lines.append(
+            f"| {c.length:,} | {c.strategy} | {c.accuracy:.0f} | "
+            f"{c.seconds / max(c.n, 1):.1f} | {c.llm_calls / max(c.n, 1):.0f} |"
+        )
     return "\n".join(lines)

@@ -15,13 +15,17 @@ def test_parse_forms(tmp_path):
     assert (s.target, s.adapter) == ("meta-llama/Llama-3.1-8B", "/tmp/lora")
     s = parse_spec("openai:gpt-4o@http://127.0.0.1:8000/v1?concurrency=4")
     assert (s.backend, s.target, s.options["concurrency"]) == (
-        "openai", "gpt-4o@http://127.0.0.1:8000/v1", "4")
+        "openai",
+        "gpt-4o@http://127.0.0.1:8000/v1",
+        "4",
+    )
     assert parse_spec("vllm:org/model?tp=8").int_opt("tp") == 8
     assert parse_spec(str(tmp_path)).backend == "hf"  # a checkpoint folder
 
 
-@pytest.mark.parametrize("bad", ["", "nonsense:model", "hf:", "hf:x+adapter=", "/no/such/folder",
-                                 "hf:default?ctx"])
+@pytest.mark.parametrize(
+    "bad", ["", "nonsense:model", "hf:", "hf:x+adapter=", "/no/such/folder", "hf:default?ctx"]
+)
 def test_bad_specs_list_valid_forms(bad):
     with pytest.raises(BadInput) as e:
         parse_spec(bad)
@@ -37,11 +41,13 @@ def test_bad_option_values():
 
 def test_scripted_rules_stop_and_length():
     llm = ScriptedLLM(rules=[(r"key is (\d+)", r"The answer is \1. Done."), (r"echo", "x " * 50)])
-    out = llm.generate([
-        Request("the key is 42", GenerationParams(stop=(". Done",))),
-        Request("echo", GenerationParams(max_new_tokens=5)),
-        Request("nothing matches"),
-    ])
+    out = llm.generate(
+        [
+            Request("the key is 42", GenerationParams(stop=(". Done",))),
+            Request("echo", GenerationParams(max_new_tokens=5)),
+            Request("nothing matches"),
+        ]
+    )
     assert out[0].text == "The answer is 42" and out[0].finish_reason == "stop"
     assert out[1].finish_reason == "length" and out[1].completion_tokens == 5
     assert out[2].text == ""

@@ -40,12 +40,21 @@ def stage_of(req) -> str:
 
 
 def test_needle_found_and_no_info_dropped():
-    llm = chat_llm([
-        (r"Part of the document =====\n(?:(?!=====).)*secret code is 4711",
-         "Extracted Information: the code is 4711\nRationale: stated\nAnswer: 4711\nConfidence Score: 5"),
-        (r"Findings from part (\d+):\n(?:[^\n]*\n)*?Answer: (\S+)", r"Rationale: part \1 says so\nAnswer: \2"),
-    ])
-    ans = get_strategy("mapreduce").answer(doc_with(12, needle_at=7), Query("What is the code?"), llm)
+    llm = chat_llm(
+        [
+            (
+                r"Part of the document =====\n(?:(?!=====).)*secret code is 4711",
+                "Extracted Information: the code is 4711\nRationale: stated\nAnswer: 4711\nConfidence Score: 5",
+            ),
+            (
+                r"Findings from part (\d+):\n(?:[^\n]*\n)*?Answer: (\S+)",
+                r"Rationale: part \1 says so\nAnswer: \2",
+            ),
+        ]
+    )
+    ans = get_strategy("mapreduce").answer(
+        doc_with(12, needle_at=7), Query("What is the code?"), llm
+    )
     assert ans.text == "4711"
     stages = [stage_of(r) for r in llm.calls]
     assert stages.count("reduce") == 1 and stages[-1] == "reduce"
@@ -77,30 +86,41 @@ def test_early_stop_cuts_generation_at_no_information_answer():
     assert all("extra words" not in e.output["raw"] for e in map_events)
     no_stop = get_strategy("mapreduce", early_stop=False).answer(doc_with(6), Query("code?"), llm)
     saved = sum(e.completion_tokens for e in no_stop.trace if e.stage == "map") - sum(
-        e.completion_tokens for e in map_events)
+        e.completion_tokens for e in map_events
+    )
     assert saved > 0
 
 
 def test_filter_looks_at_the_answer_field_only():
-    reply = ("Extracted Information: unlike [NO INFORMATION] elsewhere, code 4711\n"
-             "Rationale: the marker above is quoted text\nAnswer: 4711\nConfidence Score: 4")
+    reply = (
+        "Extracted Information: unlike [NO INFORMATION] elsewhere, code 4711\n"
+        "Rationale: the marker above is quoted text\nAnswer: 4711\nConfidence Score: 4"
+    )
     llm = chat_llm([(r"Part of the document", reply), (r"Findings", "Answer: 4711")])
     ans = get_strategy("mapreduce").answer(doc_with(4), Query("What is the code?"), llm)
     assert ans.stats.extra["map_no_information"] == 0
 
 
 def long_finding(m: re.Match) -> str:
-    return ("Extracted Information: " + "detail " * 60 + "\nRationale: r\nAnswer: 4711\n"
-            "Confidence Score: 3")
+    return (
+        "Extracted Information: " + "detail " * 60 + "\nRationale: r\nAnswer: 4711\n"
+        "Confidence Score: 3"
+    )
 
 
 def test_multi_round_collapse_groups_consecutive_records():
     # Every map record is long, so they cannot all reach reduce; collapse outputs are short.
-    llm = chat_llm([
-        (r"Part of the document", long_finding),
-        (r"Merge the findings", "Extracted Information: " + "merged " * 40 + "\nAnswer: 4711\nConfidence Score: 4"),
-        (r"Findings from", "Answer: 4711"),
-    ], window=1100)
+    llm = chat_llm(
+        [
+            (r"Part of the document", long_finding),
+            (
+                r"Merge the findings",
+                "Extracted Information: " + "merged " * 40 + "\nAnswer: 4711\nConfidence Score: 4",
+            ),
+            (r"Findings from", "Answer: 4711"),
+        ],
+        window=1100,
+    )
     ans = get_strategy("mapreduce").answer(doc_with(400, words=40), Query("What is the code?"), llm)
     assert ans.text == "4711"
     rounds = ans.stats.extra["collapse_rounds"]
@@ -117,32 +137,41 @@ def test_multi_round_collapse_groups_consecutive_records():
 
 def test_collapse_bound_raises_clear_error():
     endless = "Extracted Information: " + "detail " * 600  # cut at max_new_tokens: never shrinks
-    llm = chat_llm([
-        (r"Part of the document", long_finding),
-        (r"Merge the findings", endless),
-    ], window=1100)
+    llm = chat_llm(
+        [
+            (r"Part of the document", long_finding),
+            (r"Merge the findings", endless),
+        ],
+        window=1100,
+    )
     with pytest.raises(CollapseError, match="collapse rounds"):
         get_strategy("mapreduce", max_collapse_rounds=2).answer(
-            doc_with(400, words=40), Query("What is the code?"), llm)
+            doc_with(400, words=40), Query("What is the code?"), llm
+        )
 
 
 def test_oversized_record_is_truncated_with_warning(caplog):
     huge = "Extracted Information: " + "x " * 2000 + "\nAnswer: 4711\nConfidence Score: 4"
-    llm = chat_llm([
-        (r"Part of the document", lambda m: huge),
-        (r"Merge the findings", "Extracted Information: m\nAnswer: 4711\nConfidence Score: 4"),
-        (r"Findings from", "Answer: 4711"),
-    ], window=1100)
+    llm = chat_llm(
+        [
+            (r"Part of the document", lambda m: huge),
+            (r"Merge the findings", "Extracted Information: m\nAnswer: 4711\nConfidence Score: 4"),
+            (r"Findings from", "Answer: 4711"),
+        ],
+        window=1100,
+    )
     with caplog.at_level(logging.WARNING):
         ans = get_strategy("mapreduce", max_collapse_rounds=3).answer(
-            doc_with(40, words=30), Query("What is the code?"), llm)
+            doc_with(40, words=30), Query("What is the code?"), llm
+        )
     assert ans.text == "4711"
     assert any("truncating" in r.message for r in caplog.records)
 
 
 def test_reduce_sees_confidence_and_calibration_switch():
-    llm = chat_llm([(r"Part of the document", "Answer: 1\nConfidence Score: 4/5"),
-                    (r"Findings", "Answer: 1")])
+    llm = chat_llm(
+        [(r"Part of the document", "Answer: 1\nConfidence Score: 4/5"), (r"Findings", "Answer: 1")]
+    )
     get_strategy("mapreduce").answer(doc_with(3), Query("q?"), llm)
     map_prompt = llm.calls[0].prompt[0]["content"]
     assert "Maria" in map_prompt  # the worked calibration example
@@ -154,17 +183,23 @@ def test_reduce_sees_confidence_and_calibration_switch():
 
 
 def test_plain_protocol_ablation_uses_free_text_notes():
-    llm = chat_llm([(r"Write short notes", "The code is 4711."),
-                    (r"Using the notes", "4711")])
+    llm = chat_llm([(r"Write short notes", "The code is 4711."), (r"Using the notes", "4711")])
     ans = get_strategy("mapreduce", protocol="plain").answer(doc_with(3), Query("code?"), llm)
     assert ans.text == "4711"
     assert "The code is 4711." in llm.calls[-1].prompt[0]["content"]
 
 
 def test_base_prompts_for_base_models_and_logprob_confidence_absent():
-    llm = ScriptedLLM(rules=[(r"secret code is 4711(?:(?!Question:).)*Question", "4711"),
-                             (r"Part \d+ of the text says: 4711", "4711")], default="NO INFORMATION")
-    ans = get_strategy("mapreduce").answer(doc_with(10, needle_at=3), Query("What is the code?"), llm)
+    llm = ScriptedLLM(
+        rules=[
+            (r"secret code is 4711(?:(?!Question:).)*Question", "4711"),
+            (r"Part \d+ of the text says: 4711", "4711"),
+        ],
+        default="NO INFORMATION",
+    )
+    ans = get_strategy("mapreduce").answer(
+        doc_with(10, needle_at=3), Query("What is the code?"), llm
+    )
     assert ans.text == "4711"
     assert ans.stats.extra["prompt_kind"] == "base"
     assert all(isinstance(r.prompt, str) for r in llm.calls)

@@ -14,17 +14,24 @@ from chunkwise.strategies.protocol import (
 
 
 def test_clean_four_fields():
-    r = parse_record("Extracted Information: Jerry is 18.\nRationale: stated.\nAnswer: 18\n"
-                     "Confidence Score: 5")
+    r = parse_record(
+        "Extracted Information: Jerry is 18.\nRationale: stated.\nAnswer: 18\nConfidence Score: 5"
+    )
     assert (r.extracted_information, r.rationale, r.answer, r.confidence) == (
-        "Jerry is 18.", "stated.", "18", 5.0)
+        "Jerry is 18.",
+        "stated.",
+        "18",
+        5.0,
+    )
     assert not r.no_information
 
 
 def test_reordered_bold_and_extra_text():
-    text = ("Sure! Here is my analysis.\n**Answer:** Paris\n**Confidence Score:** 4/5\n"
-            "### Rationale: the text names the capital\n1. Extracted Information: capital is Paris\n"
-            "Hope this helps.")
+    text = (
+        "Sure! Here is my analysis.\n**Answer:** Paris\n**Confidence Score:** 4/5\n"
+        "### Rationale: the text names the capital\n1. Extracted Information: capital is Paris\n"
+        "Hope this helps."
+    )
     r = parse_record(text)
     assert r.answer == "Paris"
     assert r.confidence == 4.0
@@ -32,18 +39,33 @@ def test_reordered_bold_and_extra_text():
     assert r.extracted_information.startswith("capital is Paris")
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("4/5", 4.0), ("4.5", 4.5), ("3 out of 5", 3.0), ("8/10", 4.0), ("high", 4.0),
-    ("very low", 0.5), ("medium", 2.5), ("", None), ("n/a", None), (None, None), ("7", 5.0),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("4/5", 4.0),
+        ("4.5", 4.5),
+        ("3 out of 5", 3.0),
+        ("8/10", 4.0),
+        ("high", 4.0),
+        ("very low", 0.5),
+        ("medium", 2.5),
+        ("", None),
+        ("n/a", None),
+        (None, None),
+        ("7", 5.0),
+    ],
+)
 def test_confidence_forms(text, expected):
     assert parse_confidence(text) == expected
 
 
-@pytest.mark.parametrize("answer", [NO_INFO, "NO INFORMATION", "**[No Information]**",
-                                    "no relevant information.", ""])
+@pytest.mark.parametrize(
+    "answer", [NO_INFO, "NO INFORMATION", "**[No Information]**", "no relevant information.", ""]
+)
 def test_no_information_in_answer_field(answer):
-    r = parse_record(f"Extracted Information: -\nRationale: -\nAnswer: {answer}\nConfidence Score: 0")
+    r = parse_record(
+        f"Extracted Information: -\nRationale: -\nAnswer: {answer}\nConfidence Score: 0"
+    )
     assert r.no_information
 
 
@@ -70,16 +92,33 @@ def test_render_round_trip():
     rec = Record("facts", "because", "B", 3.5)
     back = parse_record(render_record(rec))
     assert (back.extracted_information, back.rationale, back.answer, back.confidence) == (
-        "facts", "because", "B", 3.5)
+        "facts",
+        "because",
+        "B",
+        3.5,
+    )
 
 
-FIELD = st.sampled_from(["Extracted Information", "Rationale", "Answer", "Confidence Score",
-                         "**Answer**", "answer", "Confidence", "Reasoning"])
+FIELD = st.sampled_from(
+    [
+        "Extracted Information",
+        "Rationale",
+        "Answer",
+        "Confidence Score",
+        "**Answer**",
+        "answer",
+        "Confidence",
+        "Reasoning",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(FIELD, st.text(max_size=40)), max_size=6), st.text(max_size=80),
-       st.booleans())
+@given(
+    st.lists(st.tuples(FIELD, st.text(max_size=40)), max_size=6),
+    st.text(max_size=80),
+    st.booleans(),
+)
 def test_parser_never_raises(fields, noise, answer_only):
     text = noise + "\n" + "\n".join(f"{k}: {v}" for k, v in fields)
     r = parse_record(text, answer_only=answer_only)

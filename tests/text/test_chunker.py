@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chunkwise.errors import BadInput
-from chunkwise.text import HFTokenCounter, WordPieceCounter, chunk_document, chunk_budget
+from chunkwise.text import HFTokenCounter, WordPieceCounter, chunk_budget, chunk_document
 
 WORDS = ["alpha", "beta", "gamma", "delta", "chunk", "token", "12345", "zeta", "é", "naïve"]
 CJK = ["长文档", "被切分", "成块", "模型", "阅读", "答案"]
@@ -13,8 +15,15 @@ CJK = ["长文档", "被切分", "成块", "模型", "阅读", "答案"]
 
 @st.composite
 def english(draw):
-    paras = draw(st.lists(st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=12),
-                                   min_size=1, max_size=5), min_size=1, max_size=6))
+    paras = draw(
+        st.lists(
+            st.lists(
+                st.lists(st.sampled_from(WORDS), min_size=1, max_size=12), min_size=1, max_size=5
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
     seps = draw(st.lists(st.sampled_from([". ", "! ", "? ", "; ", ".\n"]), min_size=1, max_size=4))
     out = []
     for p in paras:
@@ -24,7 +33,9 @@ def english(draw):
 
 @st.composite
 def cjk(draw):
-    sents = draw(st.lists(st.lists(st.sampled_from(CJK), min_size=1, max_size=8), min_size=1, max_size=30))
+    sents = draw(
+        st.lists(st.lists(st.sampled_from(CJK), min_size=1, max_size=8), min_size=1, max_size=30)
+    )
     return "".join("".join(s) + draw(st.sampled_from("。！？；")) for s in sents)
 
 
@@ -64,12 +75,14 @@ def check_chunks(doc, counter, n, chunks):
         assert c.text.strip() == c.text and c.text, "no empty chunks, no edge whitespace"
         assert c.tokens == counter.count_tokens(c.text)
         assert c.tokens <= n
-    for a, b in zip(chunks, chunks[1:]):
+    for a, b in pairwise(chunks):
         assert a.end_char <= b.start_char
         assert doc[a.end_char : b.start_char].strip() == "", "only whitespace between chunks"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(doc=DOCS, n=st.integers(1, 60))
 def test_chunk_properties_real_bpe(tiny_tokenizer, doc, n):
     counter = HFTokenCounter(tiny_tokenizer)
@@ -79,7 +92,9 @@ def test_chunk_properties_real_bpe(tiny_tokenizer, doc, n):
         assert chunk_document(doc, counter, n) == chunks  # deterministic
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(doc=DOCS, n=st.integers(1, 80))
 def test_chunk_properties_gemma(gemma_tokenizer, doc, n):
     counter = HFTokenCounter(gemma_tokenizer)
@@ -120,7 +135,7 @@ def test_overlap_repeats_tokens():
     counter = WordPieceCounter()
     doc = " ".join(f"w{i}" for i in range(100))
     chunks = chunk_document(doc, counter, 20, overlap=5)
-    for a, b in zip(chunks, chunks[1:]):
+    for a, b in pairwise(chunks):
         assert b.start_char < a.end_char, "consecutive chunks overlap"
         assert a.text.split()[-5:] == b.text.split()[:5]
     assert all(c.tokens <= 20 for c in chunks)

@@ -13,8 +13,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", default="mapreduce", help="standard, mapreduce, ... (registry)")
     p.add_argument("--doc", required=True, help="UTF-8 document file")
     p.add_argument("--question", required=True)
-    p.add_argument("--task", default="qa",
-                   help="task family: qa, multiple_choice, summary, retrieval, code, math, dialogue")
+    p.add_argument(
+        "--task",
+        default="qa",
+        help="task family: qa, multiple_choice, summary, retrieval, code, math, dialogue",
+    )
     p.add_argument("--options", help='multiple-choice options, "A|B|C|D"')
     p.add_argument("--chunk-tokens", type=int, help="cap on chunk size (mapreduce)")
     p.add_argument("--context-window", type=int, help="cap the window below the model's own")
@@ -46,8 +49,15 @@ def run(args: argparse.Namespace) -> int:
     with load_llm(args.model) as llm:
         ans = strategy.answer(document, query, llm)
     if args.trace:
-        atomic_write_json(args.trace, {"question": args.question, "strategy": args.strategy,
-                                       "model": args.model, **ans.to_dict()})
+        atomic_write_json(
+            args.trace,
+            {
+                "question": args.question,
+                "strategy": args.strategy,
+                "model": args.model,
+                **ans.to_dict(),
+            },
+        )
     if args.json:
         s = ans.stats.to_dict()
         keys = ("llm_calls", "prompt_tokens", "completion_tokens", "seconds")

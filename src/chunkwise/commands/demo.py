@@ -24,11 +24,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         lengths = tuple(int(x) for x in args.lengths.split(",") if x.strip())
     except ValueError:
-        raise BadInput(f"--lengths must be comma-separated integers, got {args.lengths!r}") from None
+        raise BadInput(
+            f"--lengths must be comma-separated integers, got {args.lengths!r}"
+        ) from None
     if not lengths or min(lengths) < 100 or args.n < 1 or args.window < 256:
         raise BadInput("need lengths >= 100 tokens, --n >= 1 and --window >= 256")
-    cells = run_passkey_demo(args.model, lengths, args.n, args.window, seed=args.seed,
-                             out=Path(args.out))
+    cells = run_passkey_demo(
+        args.model, lengths, args.n, args.window, seed=args.seed, out=Path(args.out)
+    )
     print(table(cells, args.window))
     print(f"\nsaved: {args.out}/passkey_demo.json, {args.out}/passkey_demo.md")
     return 0

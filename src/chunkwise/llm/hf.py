@@ -30,7 +30,9 @@ def _torch():
     try:
         import torch
     except ImportError:
-        raise MissingDependency("torch", "pip install torch==2.13.0 (CPU) or a CUDA build") from None
+        raise MissingDependency(
+            "torch", "pip install torch==2.13.0 (CPU) or a CUDA build"
+        ) from None
     return torch
 
 
@@ -126,7 +128,9 @@ class HFLLM(LLM):
         for params, idx in groups.items():
             idx.sort(key=lambda i: -len(encoded[i]))
             for batch in self._batches(idx, encoded):
-                for i, c in zip(batch, self._run_batch([encoded[i] for i in batch], params), strict=True):
+                for i, c in zip(
+                    batch, self._run_batch([encoded[i] for i in batch], params), strict=True
+                ):
                     out[i] = c
         return out  # type: ignore[return-value]
 
@@ -155,7 +159,9 @@ class HFLLM(LLM):
         if over:
             log.warning(
                 "prompt of %d tokens + %d new tokens exceeds the %d-token window",
-                max(over), p.max_new_tokens, self._window,
+                max(over),
+                p.max_new_tokens,
+                self._window,
             )
         pad = self.tokenizer.pad_token_id
         ids = torch.full((len(prompts), width), pad, dtype=torch.long)
@@ -209,7 +215,9 @@ class HFLLM(LLM):
                 stop_reason=hit,
                 prompt_tokens=len(x),
                 completion_tokens=n,
-                finish_reason="stop" if (hit is not None or ended or n < p.max_new_tokens) else "length",
+                finish_reason="stop"
+                if (hit is not None or ended or n < p.max_new_tokens)
+                else "length",
                 latency_s=latency,
             )
             if logprobs is not None:
@@ -258,7 +266,9 @@ def load(spec: ModelSpec) -> LLM:
     path, is_default = _resolve(target)
     if not is_default and not Path(path).expanduser().exists() and "/" not in path:
         raise BadInput(f"model {path!r} is neither a local folder nor a hub id (org/name)")
-    trust = ModelSpec(spec.backend, target, options, raw=spec.raw).bool_opt("trust_remote_code", False)
+    trust = ModelSpec(spec.backend, target, options, raw=spec.raw).bool_opt(
+        "trust_remote_code", False
+    )
     ms = ModelSpec(spec.backend, target, options, adapter, spec.raw)
     cuda = torch.cuda.is_available()
     device = ms.opt("device", "cuda" if cuda else "cpu")
@@ -297,7 +307,14 @@ def load(spec: ModelSpec) -> LLM:
             raise BadInput(f"adapter folder {adapter!r} has no adapter_config.json")
         model = PeftModel.from_pretrained(model, adapter)
     model.to(device).eval()
-    log.debug("loaded %s in %.1f s on %s (%s, %s)", spec.raw, time.perf_counter() - t0, device, dtype_name, attn)
+    log.debug(
+        "loaded %s in %.1f s on %s (%s, %s)",
+        spec.raw,
+        time.perf_counter() - t0,
+        device,
+        dtype_name,
+        attn,
+    )
     cfg = getattr(model.config, "text_config", model.config)
     window = ms.int_opt("ctx") or int(getattr(cfg, "max_position_embeddings", 0) or 2048)
     chat_opt = (ms.opt("chat", "auto") or "auto").lower()

@@ -54,7 +54,9 @@ class ModelSpec:
         try:
             return int(v)
         except ValueError:
-            raise BadInput(f"model spec {self.raw!r}: option {key}={v!r} is not an integer") from None
+            raise BadInput(
+                f"model spec {self.raw!r}: option {key}={v!r} is not an integer"
+            ) from None
 
     def bool_opt(self, key: str, default: bool | None = None) -> bool | None:
         v = self.options.get(key)

@@ -31,8 +31,10 @@ def prompt_set(strategy: str, kind: str, family: str) -> dict[str, Any]:
     data = _load_file(strategy, kind)
     families = data.get("families", {})
     if family not in families:
-        raise BadInput(f"prompt set {strategy}/{kind} has no task family {family!r}; "
-                       f"known: {', '.join(families)}")
+        raise BadInput(
+            f"prompt set {strategy}/{kind} has no task family {family!r}; "
+            f"known: {', '.join(families)}"
+        )
     merged = dict(data.get("defaults", {}))
     merged.update(families[family] or {})
     merged["version"] = data.get("version", "0")

@@ -18,7 +18,13 @@ from chunkwise.llm import LLM, Completion, Request
 
 TaskFamily = Literal["qa", "multiple_choice", "summary", "retrieval", "code", "math", "dialogue"]
 TASK_FAMILIES: tuple[str, ...] = (
-    "qa", "multiple_choice", "summary", "retrieval", "code", "math", "dialogue",
+    "qa",
+    "multiple_choice",
+    "summary",
+    "retrieval",
+    "code",
+    "math",
+    "dialogue",
 )
 
 
@@ -182,7 +188,9 @@ def get_strategy(name: str, **kwargs: Any) -> Strategy:
             try:
                 v = _coerce(v, default)
             except ValueError:
-                raise BadInput(f"strategy option {k}={v!r}: expected {type(default).__name__}") from None
+                raise BadInput(
+                    f"strategy option {k}={v!r}: expected {type(default).__name__}"
+                ) from None
         clean[k] = v
     return cls(**clean)
 

@@ -42,8 +42,9 @@ class _Prompts:
 
     def render(self, name: str, **values: str) -> str:
         values.setdefault("answer_prefix", "Answer:")
-        text = self.templates[name].format(calibration=self.calibration,
-                                           hint=self.templates.get("hint", ""), **values)
+        text = self.templates[name].format(
+            calibration=self.calibration, hint=self.templates.get("hint", ""), **values
+        )
         # No trailing space after a final "Answer:": sentencepiece tokenizers attach the
         # space to the answer's first token, and a dangling space derails base models.
         return "\n".join(line.rstrip() for line in text.splitlines()).strip()
@@ -109,8 +110,10 @@ class MapReduce(Strategy):
             try:
                 float(min_confidence)
             except ValueError:
-                raise BadInput(f"mapreduce option min_confidence={min_confidence!r}: "
-                               "expected a number from 0 to 5 or 'auto'") from None
+                raise BadInput(
+                    f"mapreduce option min_confidence={min_confidence!r}: "
+                    "expected a number from 0 to 5 or 'auto'"
+                ) from None
         self.min_confidence = min_confidence
         self.keep_when_all_low = keep_when_all_low
 
@@ -133,13 +136,15 @@ class MapReduce(Strategy):
 
     def collapse_prompt(self, p: _Prompts, records: list[Record], query: Query) -> str:
         p = replace(p, answer_prefix=query.answer_prefix)
-        return p.render(self._template("collapse"), records=self._render_all(records, p),
-                        **_q(query))
+        return p.render(
+            self._template("collapse"), records=self._render_all(records, p), **_q(query)
+        )
 
     def reduce_prompt(self, p: _Prompts, records: list[Record], query: Query) -> str:
         p = replace(p, answer_prefix=query.answer_prefix)
-        return p.render(self._template("reduce"), records=self._render_for_reduce(records, p),
-                        **_q(query))
+        return p.render(
+            self._template("reduce"), records=self._render_for_reduce(records, p), **_q(query)
+        )
 
     def record_target(self, p: _Prompts, record: Record) -> str:
         """What a map or collapse call should output for ``record`` (a training target)."""
@@ -175,27 +180,28 @@ class MapReduce(Strategy):
         p = replace(self._prompts(llm, query.task), answer_prefix=query.answer_prefix)
         source = self._confidence_source(p)
         window = self.effective_window(llm)
-        question = query.render()
         stats = Stats()
         trace: list[TraceEvent] = []
         want_lp = source in ("logprob", "both")
 
         map_params = self._params(p, "map", want_lp)
-        template_tokens = llm.prompt_tokens(
-            self._wrap(llm, self.map_prompt(p, "", query))
-        )
+        template_tokens = llm.prompt_tokens(self._wrap(llm, self.map_prompt(p, "", query)))
         budget = chunk_budget(window, template_tokens, 0, map_params.max_new_tokens)
         chunk_cap = self.chunk_tokens or int(p.templates.get("chunk_tokens", 0))
         if chunk_cap:
             budget = min(budget, chunk_cap)
         chunks = chunk_document(document, llm, budget)
-        stats.extra.update(chunks=len(chunks), chunk_budget=budget, prompt_kind=p.kind,
-                           confidence_source=source, prompt_version=p.templates["version"])
+        stats.extra.update(
+            chunks=len(chunks),
+            chunk_budget=budget,
+            prompt_kind=p.kind,
+            confidence_source=source,
+            prompt_version=p.templates["version"],
+        )
 
         # map: one wave over all chunks
         requests = [
-            self._request(llm, self.map_prompt(p, c.text, query), map_params)
-            for c in chunks
+            self._request(llm, self.map_prompt(p, c.text, query), map_params) for c in chunks
         ]
         outs = self.call(llm, requests, stats)
         records = []
@@ -215,21 +221,32 @@ class MapReduce(Strategy):
         # reduce: one call, never on an empty context
         reduce_params = self._params(p, "reduce", False)
         if query.max_answer_tokens:
-            reduce_params = reduce_params.with_(max_new_tokens=max(
-                reduce_params.max_new_tokens, query.max_answer_tokens))
+            reduce_params = reduce_params.with_(
+                max_new_tokens=max(reduce_params.max_new_tokens, query.max_answer_tokens)
+            )
         prompt = self.reduce_prompt(p, kept, query)
         out = self.call(llm, [self._request(llm, prompt, reduce_params)], stats)[0]
         final = parse_record(out.text, answer_only=True)
         answer = final.answer if final.answer is not None else out.text.strip()
-        trace.append(TraceEvent("reduce", sorted({s for r in kept for s in r.sources}),
-                                {"raw": out.text, "answer": answer, "rationale": final.rationale},
-                                out.prompt_tokens, out.completion_tokens, out.latency_s))
+        trace.append(
+            TraceEvent(
+                "reduce",
+                sorted({s for r in kept for s in r.sources}),
+                {"raw": out.text, "answer": answer, "rationale": final.rationale},
+                out.prompt_tokens,
+                out.completion_tokens,
+                out.latency_s,
+            )
+        )
         return Answer(answer, trace, stats)
 
     def _confident(self, records: list[Record], p: _Prompts, stats: Stats) -> list[Record]:
         """Drop records under the confidence floor (keeping the best few if all are under)."""
-        floor = float(p.templates.get("min_confidence", 0) if self.min_confidence == "auto"
-                      else self.min_confidence)
+        floor = float(
+            p.templates.get("min_confidence", 0)
+            if self.min_confidence == "auto"
+            else self.min_confidence
+        )
         if floor <= 0:
             return records
         scored = [r for r in records if r.confidence is not None]
@@ -248,8 +265,12 @@ class MapReduce(Strategy):
         if out.stop_reason == NO_INFO_STOP:
             text += NO_INFO_STOP  # the early stop cut the marker off: put it back for the parser
         if self.protocol == "plain":
-            rec = Record(extracted_information=text.strip(), answer=text.strip(), raw=text,
-                         no_information=NO_INFO.lower() in text.lower() or not text.strip())
+            rec = Record(
+                extracted_information=text.strip(),
+                answer=text.strip(),
+                raw=text,
+                no_information=NO_INFO.lower() in text.lower() or not text.strip(),
+            )
         else:
             rec = parse_record(text, answer_only=p.kind == "base")
         rec.sources = list(sources)
@@ -266,9 +287,18 @@ class MapReduce(Strategy):
         return rec
 
     @staticmethod
-    def _event(stage: str, inputs: list[int], rec: Record, out: Completion, rnd: int = 0) -> TraceEvent:
-        return TraceEvent(stage, inputs, rec.to_dict(), out.prompt_tokens, out.completion_tokens,
-                          out.latency_s, rnd)
+    def _event(
+        stage: str, inputs: list[int], rec: Record, out: Completion, rnd: int = 0
+    ) -> TraceEvent:
+        return TraceEvent(
+            stage,
+            inputs,
+            rec.to_dict(),
+            out.prompt_tokens,
+            out.completion_tokens,
+            out.latency_s,
+            rnd,
+        )
 
     def _render(self, r: Record, p: _Prompts) -> str:
         """One record as the collapse and reduce stages see it (label included)."""
@@ -279,16 +309,21 @@ class MapReduce(Strategy):
             answer = (r.answer or NO_INFO).strip()
             if p.answer_prefix and r.answer:
                 answer = f"{p.answer_prefix} {answer}"
-            return template.format(parts=_parts(r), answer=answer,
-                                   confidence=f"{r.confidence:.1f}" if with_conf else "",
-                                   info=r.extracted_information)
+            return template.format(
+                parts=_parts(r),
+                answer=answer,
+                confidence=f"{r.confidence:.1f}" if with_conf else "",
+                info=r.extracted_information,
+            )
         body = render_record(r, with_confidence=with_conf, structured=self.protocol == "structured")
         label = "part" if len(r.sources) == 1 else "parts"
         return f"Findings from {label} {_parts(r)}:\n{body}"
 
     def _render_all(self, records: list[Record], p: _Prompts, order: str = "document") -> str:
         if order == "confidence":  # most confident last, nearest the question
-            records = sorted(records, key=lambda r: r.confidence if r.confidence is not None else -1)
+            records = sorted(
+                records, key=lambda r: r.confidence if r.confidence is not None else -1
+            )
         return p.templates.get("record_separator", "\n\n").join(self._render(r, p) for r in records)
 
     def _render_for_reduce(self, records: list[Record], p: _Prompts) -> str:
@@ -300,16 +335,25 @@ class MapReduce(Strategy):
         return self._render_all(records, p, order)
 
     def _collapse(
-        self, llm: LLM, p: _Prompts, source: str, query: Query, records: list[Record],
-        window: int, stats: Stats, trace: list[TraceEvent],
+        self,
+        llm: LLM,
+        p: _Prompts,
+        source: str,
+        query: Query,
+        records: list[Record],
+        window: int,
+        stats: Stats,
+        trace: list[TraceEvent],
     ) -> tuple[list[Record], int]:
         reduce_new = int(p.templates["reduce_max_new_tokens"])
         reduce_tokens = llm.prompt_tokens(
-            self._wrap(llm, p.render(self._template("reduce"), records="", **_q(query))))
+            self._wrap(llm, p.render(self._template("reduce"), records="", **_q(query)))
+        )
         reduce_budget = chunk_budget(window, reduce_tokens, 0, reduce_new)
         collapse_params = self._params(p, "collapse", source in ("logprob", "both"))
         collapse_tokens = llm.prompt_tokens(
-            self._wrap(llm, p.render(self._template("collapse"), records="", **_q(query))))
+            self._wrap(llm, p.render(self._template("collapse"), records="", **_q(query)))
+        )
         group_budget = chunk_budget(window, collapse_tokens, 0, collapse_params.max_new_tokens)
 
         rounds = 0
@@ -340,13 +384,18 @@ class MapReduce(Strategy):
                 for i in g:
                     text = rendered[i]
                     if sizes[i] > group_budget:
-                        log.warning("a record of %d tokens exceeds the collapse budget of %d; "
-                                    "truncating it in the middle", sizes[i], group_budget)
+                        log.warning(
+                            "a record of %d tokens exceeds the collapse budget of %d; "
+                            "truncating it in the middle",
+                            sizes[i],
+                            group_budget,
+                        )
                         text, _ = middle_truncate(text, llm, group_budget - 2)
                     parts.append(text)
                 sep = p.templates.get("record_separator", "\n\n")
-                prompt = p.render(self._template("collapse"), records=sep.join(parts),
-                                  **_q(query))  # == collapse_prompt() unless truncated
+                prompt = p.render(
+                    self._template("collapse"), records=sep.join(parts), **_q(query)
+                )  # == collapse_prompt() unless truncated
                 requests.append(self._request(llm, prompt, collapse_params))
             outs = self.call(llm, requests, stats)
             merged = []
@@ -377,7 +426,11 @@ def _norm(s: str | None) -> str:
 def _combined_confidence(rec: Record, inputs: list[Record]) -> float | None:
     """Re-estimate a collapsed record's confidence from its inputs: the best confidence among
     inputs that gave the same answer, else the mean of the inputs' confidences."""
-    same = [r.confidence for r in inputs if r.confidence is not None and _norm(r.answer) == _norm(rec.answer)]
+    same = [
+        r.confidence
+        for r in inputs
+        if r.confidence is not None and _norm(r.answer) == _norm(rec.answer)
+    ]
     if same:
         return max(same)
     known = [r.confidence for r in inputs if r.confidence is not None]

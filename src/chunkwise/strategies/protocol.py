@@ -16,7 +16,12 @@ from typing import Any
 NO_INFO = "[NO INFORMATION]"
 
 _FIELD_NAMES = {
-    "extracted_information": ("extracted information", "extracted code", "information", "提取的信息"),
+    "extracted_information": (
+        "extracted information",
+        "extracted code",
+        "information",
+        "提取的信息",
+    ),
     "rationale": ("rationale", "reasoning", "分析"),
     "answer": ("final answer", "answer", "答案"),
     "confidence": ("confidence score", "confidence", "置信度分数", "置信度"),
@@ -30,8 +35,15 @@ _HEADER = re.compile(
 _NO_INFO = re.compile(r"^\W*no[\s_-]*(?:relevant[\s_-]*)?information\b", re.I)
 _FRACTION = re.compile(r"(\d+(?:\.\d+)?)\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?)", re.I)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_WORDS = (("very high", 5.0), ("high", 4.0), ("medium", 2.5), ("moderate", 2.5),
-          ("very low", 0.5), ("low", 1.0), ("none", 0.0))
+_WORDS = (
+    ("very high", 5.0),
+    ("high", 4.0),
+    ("medium", 2.5),
+    ("moderate", 2.5),
+    ("very low", 0.5),
+    ("low", 1.0),
+    ("none", 0.0),
+)
 
 
 def parse_confidence(text: str | None) -> float | None:

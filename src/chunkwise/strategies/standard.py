@@ -21,8 +21,13 @@ class Standard(Strategy):
 
     name = "standard"
 
-    def __init__(self, window: int | None = None, prompts: str = "auto",
-                 temperature: float = 0.0, max_new_tokens: int = 0):
+    def __init__(
+        self,
+        window: int | None = None,
+        prompts: str = "auto",
+        temperature: float = 0.0,
+        max_new_tokens: int = 0,
+    ):
         super().__init__(window)
         self.prompts = prompts
         self.temperature = temperature
@@ -33,14 +38,21 @@ class Standard(Strategy):
         t = prompt_set("standard", kind, query.task)
         question = query.render()
         params = GenerationParams(
-            max_new_tokens=self.max_new_tokens or query.max_answer_tokens or int(t["max_new_tokens"]),
+            max_new_tokens=self.max_new_tokens
+            or query.max_answer_tokens
+            or int(t["max_new_tokens"]),
             temperature=self.temperature,
             stop=tuple(t.get("stop", [])),
         )
 
         def render(doc: str) -> str:
-            return t["prompt"].format(document=doc, question=question,
-                                      answer_prefix=query.answer_prefix or "Answer:").strip()
+            return (
+                t["prompt"]
+                .format(
+                    document=doc, question=question, answer_prefix=query.answer_prefix or "Answer:"
+                )
+                .strip()
+            )
 
         def wrap(text: str):
             return [{"role": "user", "content": text}] if llm.chat else text
@@ -48,13 +60,27 @@ class Standard(Strategy):
         window = self.effective_window(llm)
         room = chunk_budget(window, llm.prompt_tokens(wrap(render(""))), 0, params.max_new_tokens)
         doc, cut = middle_truncate(document, llm, room)
-        stats = Stats(extra={"document_truncated": cut, "document_budget": room,
-                             "prompt_kind": kind, "prompt_version": t["version"]})
+        stats = Stats(
+            extra={
+                "document_truncated": cut,
+                "document_budget": room,
+                "prompt_kind": kind,
+                "prompt_version": t["version"],
+            }
+        )
         out = self.call(llm, [Request(wrap(render(doc)), params)], stats)[0]
         text = out.text.strip()
         if kind == "chat":
             parsed = parse_record(text, answer_only=True).answer
             text = parsed if parsed else text
-        trace = [TraceEvent("generate", [], {"raw": out.text}, out.prompt_tokens,
-                            out.completion_tokens, out.latency_s)]
+        trace = [
+            TraceEvent(
+                "generate",
+                [],
+                {"raw": out.text},
+                out.prompt_tokens,
+                out.completion_tokens,
+                out.latency_s,
+            )
+        ]
         return Answer(text, trace, stats)

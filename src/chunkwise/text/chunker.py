@@ -99,7 +99,12 @@ class _Cutter:
         return s, e
 
     def _greedy(
-        self, cur: int, end: int, first_index: int, budgets: dict[int, int], default: int,
+        self,
+        cur: int,
+        end: int,
+        first_index: int,
+        budgets: dict[int, int],
+        default: int,
         overlap: int,
     ) -> list[tuple[int, int]]:
         spans: list[tuple[int, int]] = []
@@ -117,7 +122,9 @@ class _Cutter:
                 return spans
             cur = self._next_start(s, e, overlap)
 
-    def run(self, start: int, end: int, max_tokens: int, overlap: int) -> list[tuple[int, int, int]]:
+    def run(
+        self, start: int, end: int, max_tokens: int, overlap: int
+    ) -> list[tuple[int, int, int]]:
         """Chunks covering text[start:end] as (start_char, end_char, tokens).
 
         Chunks are cut from token offsets of the whole document, then counted on their own in

@@ -1,0 +1,356 @@
+"""Chain-of-Agents (Zhang et al., 2024): workers read the chunks one after another, each
+rewriting a bounded memory; a manager answers from the last memory alone.
+
+Per document::
+
+    chunks = chunk_document(document, budget)          budget = window - instruction - question
+                                                                - memory cap (in) - memory cap (out)
+    order  = ordering(chunks, question)                default | dense | chowliu | dfs
+    memory = ""
+    for i in order:  memory = cap(worker(memory, chunks[i], question))
+    answer = manager(memory, question)
+
+The memory cap is hard: the worker's ``max_new_tokens`` is the cap, and its output is measured
+again with the model's tokenizer and cut to the cap when it is longer (each cut is counted in
+``stats.extra["memory_truncations"]`` and flagged in the trace). Only the final memory reaches
+the manager (the paper's footnote: giving the manager every memory, or letting the last worker
+answer, did worse).
+
+A window counts prompt and completion together, so the chunk budget also reserves the worker's
+output (the memory it writes) besides the memory it reads.
+
+:meth:`ChainOfAgents.answer_many` runs several documents' chains in lockstep, one batched
+``generate`` per step, which is how benchmarks use a batching backend; each chain is still
+strictly sequential.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chunkwise.errors import BadInput
+from chunkwise.llm import LLM, GenerationParams, Request
+from chunkwise.prompts import prompt_set
+from chunkwise.strategies.base import Answer, Query, Stats, Strategy, TraceEvent, register
+from chunkwise.strategies.ordering import ORDERINGS, SIMILARITIES, order_chunks
+from chunkwise.text import Chunk, chunk_budget, chunk_document
+
+log = logging.getLogger(__name__)
+
+
+def truncate_tokens(text: str, llm: LLM, max_tokens: int) -> tuple[str, int]:
+    """``text`` cut to at most ``max_tokens`` tokens of ``llm``'s tokenizer, at a token
+    boundary of the original string. Returns (text, its token count)."""
+    n = llm.count_tokens(text)
+    if n <= max_tokens:
+        return text, n
+    offsets = [(s, e) for s, e in llm.token_offsets(text) if e > s]
+    keep = min(max_tokens, len(offsets))
+    while keep > 0:
+        cut = text[: offsets[keep - 1][1]].rstrip()
+        m = llm.count_tokens(cut)
+        if m <= max_tokens:
+            return cut, m
+        keep -= 1  # re-tokenising the cut text merged differently: give up one more token
+    return "", 0
+
+
+@dataclass
+class _Chain:
+    """One document's run through the chain."""
+
+    query: Query
+    chunks: list[Chunk]
+    order: list[int]
+    templates: dict[str, Any]
+    kind: str
+    stats: Stats
+    trace: list[TraceEvent] = field(default_factory=list)
+    memory: str = ""
+    step: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.step >= len(self.order)
+
+
+@register
+class ChainOfAgents(Strategy):
+    """Options (all settable with ``--strategy-args k=v``):
+
+    memory_tokens   hard cap on the memory, in model tokens (0: the prompt set's default,
+                    512 for chat models, 64 for base models)
+    chunk_tokens    cap on chunk size (0: whatever fits the window)
+    ordering        default | dense | chowliu | dfs  (see :mod:`.ordering`)
+    similarity      dense | bm25 (for every ordering but default)
+    embedder        a :func:`chunkwise.embed.get_embedder` name (minilm, hashing, st:PATH)
+    prompts         auto | chat | base  (auto: chat when the model has a chat template)
+    keep_on_empty   when a worker writes nothing, keep the previous memory (true) or pass on
+                    nothing (false); an empty memory throws away everything read so far
+    temperature     decoding temperature for every call (0 = greedy)
+    """
+
+    name = "chain_of_agents"
+
+    def __init__(
+        self,
+        window: int | None = None,
+        memory_tokens: int = 0,
+        chunk_tokens: int = 0,
+        ordering: str = "default",
+        similarity: str = "dense",
+        embedder: str = "minilm",
+        prompts: str = "auto",
+        keep_on_empty: bool = True,
+        temperature: float = 0.0,
+    ):
+        super().__init__(window)
+        for opt, value, allowed in (
+            ("ordering", ordering, tuple(ORDERINGS)),
+            ("similarity", similarity, SIMILARITIES),
+            ("prompts", prompts, ("auto", "chat", "base")),
+        ):
+            if value not in allowed:
+                raise BadInput(
+                    f"chain_of_agents option {opt}={value!r}; valid: {', '.join(allowed)}"
+                )
+        if memory_tokens < 0 or chunk_tokens < 0:
+            raise BadInput("chain_of_agents: memory_tokens and chunk_tokens must be >= 0")
+        self.memory_tokens = memory_tokens
+        self.chunk_tokens = chunk_tokens
+        self.ordering = ordering
+        self.similarity = similarity
+        self.embedder = embedder
+        self.prompts = prompts
+        self.keep_on_empty = keep_on_empty
+        self.temperature = temperature
+
+    # -- prompts ----------------------------------------------------------------------------
+    def kind(self, llm: LLM) -> str:
+        return self.prompts if self.prompts != "auto" else ("chat" if llm.chat else "base")
+
+    def templates(self, kind: str, family: str) -> dict[str, Any]:
+        return prompt_set("chain_of_agents", kind, family)
+
+    def memory_cap(self, t: dict[str, Any]) -> int:
+        return self.memory_tokens or int(t["memory_tokens"])
+
+    @staticmethod
+    def _render(template: str, **values: Any) -> str:
+        text = template.format(**values)
+        # no trailing spaces: a dangling space before the continuation derails base models
+        return "\n".join(line.rstrip() for line in text.splitlines()).strip()
+
+    def worker_prompt(self, t: dict[str, Any], memory: str, chunk: str, query: Query) -> str:
+        cap = self.memory_cap(t)
+        return self._render(
+            t["worker"],
+            chunk=chunk,
+            memory=memory.strip() or t["empty_memory"],
+            question=query.render(),
+            memory_words=max(1, int(cap * 0.7)),
+            hint=t.get("hint", ""),
+        )
+
+    def manager_prompt(self, t: dict[str, Any], memory: str, query: Query) -> str:
+        return self._render(
+            t["manager"],
+            memory=memory.strip() or t["empty_memory"],
+            question=query.render(),
+            hint=t.get("hint", ""),
+            answer_prefix=query.answer_prefix or "Answer:",
+        )
+
+    @staticmethod
+    def _wrap(llm: LLM, text: str) -> Any:
+        return [{"role": "user", "content": text}] if llm.chat else text
+
+    def _worker_params(self, t: dict[str, Any]) -> GenerationParams:
+        return GenerationParams(
+            max_new_tokens=self.memory_cap(t),
+            temperature=self.temperature,
+            stop=tuple(t.get("worker_stop", [])),
+        )
+
+    def _manager_params(self, t: dict[str, Any], query: Query) -> GenerationParams:
+        n = int(t["manager_max_new_tokens"])
+        if query.max_answer_tokens:
+            n = max(n, query.max_answer_tokens)
+        return GenerationParams(
+            max_new_tokens=n, temperature=self.temperature, stop=tuple(t.get("manager_stop", []))
+        )
+
+    def chunk_budget(self, llm: LLM, t: dict[str, Any], query: Query) -> dict[str, int]:
+        """The parts of the window: instruction + question, memory in, memory out, chunk."""
+        window = self.effective_window(llm)
+        cap = self.memory_cap(t)
+        with_q = llm.prompt_tokens(self._wrap(llm, self.worker_prompt(t, "", "", query)))
+        question = llm.count_tokens(query.render())
+        budget = chunk_budget(window, with_q, cap, cap)
+        if self.chunk_tokens:
+            budget = min(budget, self.chunk_tokens)
+        return {
+            "window": window,
+            "instruction_tokens": with_q - question,
+            "question_tokens": question,
+            "memory_tokens": cap,
+            "chunk_budget": budget,
+        }
+
+    # -- running ----------------------------------------------------------------------------
+    def run(self, document: str, query: Query, llm: LLM) -> Answer:
+        return self._run_chains([(document, query)], llm)[0]
+
+    def answer_many(
+        self, items: Sequence[tuple[str, Query]], llm: LLM, *, embedder: Any = None
+    ) -> list[Answer]:
+        """Answer several (document, query) pairs, stepping their chains together so that each
+        step is one batched ``generate``. ``stats.seconds`` of each answer is the wall time of
+        the whole batch (``stats.extra["batched_with"]`` says how many shared it)."""
+        t0 = time.perf_counter()
+        answers = self._run_chains(list(items), llm, embedder=embedder)
+        wall = time.perf_counter() - t0
+        for a in answers:
+            a.stats.seconds = wall
+            a.stats.extra["batched_with"] = len(answers)
+        return answers
+
+    def prepare(
+        self, document: str, query: Query, llm: LLM, *, embedder: Any = None
+    ) -> tuple[list[Chunk], list[int], dict[str, Any]]:
+        """Chunks, reading order and the stats that describe them, for one document."""
+        kind = self.kind(llm)
+        t = self.templates(kind, query.task)
+        parts = self.chunk_budget(llm, t, query)
+        chunks = chunk_document(document, llm, parts["chunk_budget"])
+        if not chunks:
+            raise BadInput("the document is empty")
+        ordering = order_chunks(
+            self.ordering,
+            [c.text for c in chunks],
+            query.render(),
+            similarity=self.similarity,
+            embedder=embedder if embedder is not None else self.embedder,
+        )
+        extra = {
+            **parts,
+            "chunks": len(chunks),
+            "ordering": self.ordering,
+            "similarity": self.similarity if self.ordering != "default" else None,
+            "order": ordering.order,
+            "root": ordering.root,
+            "prompt_kind": kind,
+            "prompt_version": t["version"],
+        }
+        return chunks, ordering.order, extra
+
+    def _run_chains(
+        self, items: list[tuple[str, Query]], llm: LLM, *, embedder: Any = None
+    ) -> list[Answer]:
+        chains: list[_Chain] = []
+        for document, query in items:
+            chunks, order, extra = self.prepare(document, query, llm, embedder=embedder)
+            kind = extra["prompt_kind"]
+            stats = Stats(extra={**extra, "memory_truncations": 0, "empty_updates": 0})
+            chains.append(
+                _Chain(query, chunks, order, self.templates(kind, query.task), kind, stats)
+            )
+
+        while True:
+            live = [c for c in chains if not c.done]
+            if not live:
+                break
+            requests = []
+            for c in live:
+                chunk = c.chunks[c.order[c.step]]
+                prompt = self.worker_prompt(c.templates, c.memory, chunk.text, c.query)
+                requests.append(Request(self._wrap(llm, prompt), self._worker_params(c.templates)))
+            outs = llm.generate(requests)
+            for c, out in zip(live, outs, strict=True):
+                c.stats.add([out])
+                self._update(c, out, llm)
+
+        requests = [
+            Request(
+                self._wrap(llm, self.manager_prompt(c.templates, c.memory, c.query)),
+                self._manager_params(c.templates, c.query),
+            )
+            for c in chains
+        ]
+        outs = llm.generate(requests)
+        answers = []
+        for c, out in zip(chains, outs, strict=True):
+            c.stats.add([out])
+            text = _answer_text(out.text, c.kind)
+            c.trace.append(
+                TraceEvent(
+                    "manager",
+                    list(c.order),
+                    {"raw": out.text, "answer": text, "memory": c.memory},
+                    out.prompt_tokens,
+                    out.completion_tokens,
+                    out.latency_s,
+                    round=len(c.order),
+                )
+            )
+            answers.append(Answer(text, c.trace, c.stats))
+        return answers
+
+    def _update(self, c: _Chain, out: Any, llm: LLM) -> None:
+        """Take a worker's output as the new memory, under the hard cap."""
+        cap = self.memory_cap(c.templates)
+        raw = _clean_memory(out.text)
+        memory, n = truncate_tokens(raw, llm, cap)
+        truncated = memory != raw
+        if truncated:
+            c.stats.extra["memory_truncations"] += 1
+        kept_previous = False
+        if not memory.strip() and self.keep_on_empty and c.memory:
+            memory, n, kept_previous = c.memory, llm.count_tokens(c.memory), True
+            c.stats.extra["empty_updates"] += 1
+        idx = c.order[c.step]
+        c.trace.append(
+            TraceEvent(
+                "worker",
+                [idx],
+                {
+                    "memory": memory,
+                    "memory_tokens": n,
+                    "truncated": truncated,
+                    "kept_previous": kept_previous,
+                },
+                out.prompt_tokens,
+                out.completion_tokens,
+                out.latency_s,
+                round=c.step + 1,
+            )
+        )
+        c.memory = memory
+        c.step += 1
+
+
+_NOTE_LABELS = ("notes:", "new notes:", "updated notes:", "running summary:", "summary:")
+
+
+def _clean_memory(text: str) -> str:
+    out = (text or "").strip()
+    low = out.lower()
+    for label in _NOTE_LABELS:
+        if low.startswith(label):
+            return out[len(label) :].strip()
+    return out
+
+
+def _answer_text(raw: str, kind: str) -> str:
+    text = (raw or "").strip()
+    at = text.rfind("Answer:")
+    if kind == "chat" and at != -1:
+        return text[at + len("Answer:") :].strip()
+    return text
+
+
+__all__ = ["ChainOfAgents", "truncate_tokens"]
