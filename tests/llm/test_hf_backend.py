@@ -118,3 +118,21 @@ def test_embedded_stop_strings_and_logprobs(embedded_llm):
     assert all(lp <= 0 for lp in c.token_logprobs)
     p = c.mean_token_prob()
     assert p is not None and 0 < p <= 1
+
+
+@pytest.mark.slow
+def test_chunked_prefill_gives_the_same_greedy_output(embedded_llm):
+    noise = "The grass is green. The sky is blue. The sun is yellow. Here we go.\n"
+    prompt = noise * 60 + "The pass key is 40417. Remember it.\n" + noise * 60 + "The pass key is"
+    p = GenerationParams(max_new_tokens=6)
+    saved = embedded_llm.prefill_chunk
+    try:
+        embedded_llm.prefill_chunk = 0
+        whole = embedded_llm.generate([Request(prompt, p)])[0]
+        embedded_llm.prefill_chunk = 512
+        chunked = embedded_llm.generate([Request(prompt, p)])[0]
+    finally:
+        embedded_llm.prefill_chunk = saved
+    assert whole.prompt_tokens > 2 * 512
+    assert chunked.text == whole.text
+    assert "40417" in chunked.text

@@ -63,6 +63,7 @@ class HFLLM(LLM):
         chat: bool,
         batch_size: int = 8,
         max_batch_tokens: int = 32768,
+        prefill_chunk: int = 0,
     ):
         self.model = model
         self.tokenizer = tokenizer
@@ -70,6 +71,9 @@ class HFLLM(LLM):
         self.chat = chat
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
+        #: prefill long prompts this many tokens at a time (0: in one pass). With sliding-window
+        #: attention layers (Gemma 3) this turns their quadratic prefill cost linear.
+        self.prefill_chunk = prefill_chunk
         self.device = next(model.parameters()).device
         self.counter = HFTokenCounter(tokenizer)
         tokenizer.padding_side = "left"
@@ -181,6 +185,8 @@ class HFLLM(LLM):
             return_dict_in_generate=True,
             output_scores=p.logprobs,
         )
+        if self.prefill_chunk and width > self.prefill_chunk:
+            cfg.prefill_chunk_size = self.prefill_chunk
         criteria = StoppingCriteriaList()
         if p.stop:
             criteria.append(_StopOnStrings(self.tokenizer, p.stop, width))
@@ -292,7 +298,9 @@ def load(spec: ModelSpec) -> LLM:
 
     hf_logging.disable_progress_bar()  # our own log line says what is loading
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
+        # A training run saves the tokenizer (with its chat template) beside an adapter.
+        tok_src = adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else path
+        tokenizer = AutoTokenizer.from_pretrained(tok_src, trust_remote_code=trust)
         model = AutoModelForCausalLM.from_pretrained(
             path, dtype=dtype, attn_implementation=attn, trust_remote_code=trust
         )
@@ -329,4 +337,5 @@ def load(spec: ModelSpec) -> LLM:
         chat=chat,
         batch_size=ms.int_opt("batch_size", 8) or 8,
         max_batch_tokens=ms.int_opt("max_batch_tokens", 32768) or 32768,
+        prefill_chunk=ms.int_opt("prefill_chunk", 2048 if not cuda else 0) or 0,
     )

@@ -213,7 +213,7 @@ class MapReduce(Strategy):
             trace.append(self._event("map", [c.index], rec, out))
         kept = [r for r in records if not r.no_information]
         stats.extra.update(map_no_information=len(records) - len(kept), early_stops=early)
-        kept = self._confident(kept, p, stats)
+        kept = self.confident_records(kept, p, stats)
 
         kept, rounds = self._collapse(llm, p, source, query, kept, window, stats, trace)
         stats.extra["collapse_rounds"] = rounds
@@ -240,7 +240,7 @@ class MapReduce(Strategy):
         )
         return Answer(answer, trace, stats)
 
-    def _confident(self, records: list[Record], p: _Prompts, stats: Stats) -> list[Record]:
+    def confident_records(self, records: list[Record], p: _Prompts, stats: Stats) -> list[Record]:
         """Drop records under the confidence floor (keeping the best few if all are under)."""
         floor = float(
             p.templates.get("min_confidence", 0)

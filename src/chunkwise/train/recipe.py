@@ -1,0 +1,261 @@
+"""What a training run is: a recipe YAML validated into these dataclasses.
+
+``load_recipe(path, ["--train.lr=1e-5", ...])`` reads the YAML, applies ``--key=value``
+overrides and validates the result; unknown keys and wrong types are errors that name the key
+(:func:`chunkwise.config.load_config`). :func:`check_recipe` then checks what types cannot:
+dataset paths exist, the pack budget holds the longest sequence, options fit together. Both run
+before any model is loaded, so a bad recipe fails in seconds, not after GPU time is spent.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from chunkwise.config import load_config
+from chunkwise.errors import BadInput
+
+#: decoder projection names shared by Llama-family models (LoRA targets)
+LLAMA_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass
+class LoraConfig:
+    enabled: bool = False
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: list[str] = field(default_factory=lambda: list(LLAMA_LINEAR))
+
+
+@dataclass
+class ModelConfig:
+    #: local folder or hub id of the starting checkpoint (init=pretrained)
+    name_or_path: str = ""
+    #: pretrained: load name_or_path; random: build ``arch`` with fresh weights (tests, benches)
+    init: Literal["pretrained", "random"] = "pretrained"
+    #: architecture preset for init=random
+    arch: Literal["tiny", "llama3.1-8b"] = "tiny"
+    #: LlamaConfig fields that replace the preset's (e.g. num_hidden_layers: 4)
+    arch_overrides: dict[str, Any] = field(default_factory=dict)
+    #: tokenizer folder or hub id ("" = name_or_path); "train" = a byte-level BPE trained on
+    #: the training data in-process (tiny recipes)
+    tokenizer: str = ""
+    tokenizer_vocab_size: int = 1024
+    #: auto: the tokenizer's own template, else the built-in llama3 one when the tokenizer has
+    #: Llama-3 header tokens, else none (plain prompts); none; llama3; or a .jinja file
+    chat_template: str = "auto"
+    dtype: Literal["auto", "bfloat16", "float32"] = "auto"
+    #: auto: flash_attention_2 on CUDA when flash-attn is installed, else chunkwise_varlen (causal
+    #: SDPA per packed sequence, exact); sdpa / eager use transformers' block-diagonal mask
+    attn_implementation: Literal[
+        "auto", "chunkwise_varlen", "sdpa", "eager", "flash_attention_2", "flash_attention_3"
+    ] = "auto"
+    gradient_checkpointing: bool = True
+    #: with gradient_checkpointing: keep the checkpointed layer inputs in CPU memory (long contexts)
+    activation_offload: bool = False
+    #: Liger kernels (RMSNorm, RoPE, SwiGLU) and Liger cross-entropy: auto = when installed on CUDA
+    liger: Literal["auto", "on", "off"] = "auto"
+    trust_remote_code: bool = False
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+
+@dataclass
+class DataConfig:
+    #: JSONL files or folders of *.jsonl (LongAlign ``messages`` or Pyramid-Align records)
+    paths: list[str] = field(default_factory=list)
+    format: Literal["auto", "longalign", "pyramid_align"] = "auto"
+    #: standard: instruction + document + question -> answer; mapreduce: the MapReduce stages
+    mode: Literal["standard", "mapreduce"] = "standard"
+    #: stages: one example per map record, per collapse group, and the reduce; single: one
+    #: sequence (document, question -> intermediate records then answer)
+    mapreduce_format: Literal["stages", "single"] = "stages"
+    #: prompt kind: chat (the tokenizer has a chat template) or base (plain completion prompts)
+    prompts: Literal["auto", "chat", "base"] = "auto"
+    #: options of the mapreduce strategy, exactly as decoding gets them (protocol, calibration, ...)
+    mapreduce: dict[str, Any] = field(default_factory=dict)
+    #: decoding window, only to re-chunk a document whose map records carry no ``chunk`` text and
+    #: whose meta has no ``chunk_budget``
+    window: int = 8192
+    #: longest training sequence in tokens
+    max_length: int = 65536
+    #: a longer example: truncate (cut the middle of its longest prompt span), skip, or error
+    overlong: Literal["truncate", "skip", "error"] = "truncate"
+    #: read at most this many records (0 = all)
+    limit: int = 0
+
+
+@dataclass
+class BatchingConfig:
+    #: packed: best-fit-decreasing packs, one pack per micro-batch, no attention across sequences;
+    #: sorted: length-sorted padded batches (LongAlign's alternative); padded: shuffled padded batches
+    strategy: Literal["packed", "sorted", "padded"] = "packed"
+    #: packed: tokens per pack (>= data.max_length)
+    max_tokens: int = 65536
+    #: sorted / padded: sequences per micro-batch
+    batch_size: int = 1
+    #: pad each row to a multiple of this (8 for tensor cores; sp_size is applied on top)
+    pad_to_multiple_of: int = 1
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 2
+    #: stop after this many optimizer steps (0 = epochs x steps per epoch)
+    max_steps: int = 0
+    lr: float = 2e-5
+    #: cosine decays to lr x min_lr_ratio
+    min_lr_ratio: float = 0.0
+    warmup_ratio: float = 0.03
+    #: overrides warmup_ratio when > 0
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    adam_betas: tuple[float, float] = (0.9, 0.95)
+    adam_eps: float = 1e-8
+    max_grad_norm: float = 1.0
+    grad_accum: int = 1
+    #: sequence: every sequence counts equally (LongAlign); token: every target token does
+    loss_weighting: Literal["sequence", "token"] = "sequence"
+    seed: int = 42
+    save_steps: int = 200
+    #: keep this many checkpoints (0 = all)
+    save_total_limit: int = 2
+    resume: Literal["auto", "never"] = "auto"
+    log_steps: int = 1
+    #: auto: bf16 on CUDA, fp32 on CPU
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    #: peak FLOP/s per device for MFU, in TFLOP/s; None = the GPU table (CPU: no MFU)
+    peak_tflops: float | None = None
+    #: rows of logits per cross-entropy chunk (bounds the fp32 copy of the logits)
+    ce_chunk_tokens: int = 8192
+
+
+@dataclass
+class WandbConfig:
+    project: str = "chunkwise"
+    #: auto: $WANDB_MODE if set, else offline
+    mode: Literal["auto", "online", "offline", "disabled"] = "auto"
+    group: str = ""
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Recipe:
+    #: where checkpoints, logs and the final model go ("" = runs/train/<run_name>)
+    output_dir: str = ""
+    run_name: str = "sft"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    batching: BatchingConfig = field(default_factory=BatchingConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+
+
+def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
+    """Read, override and validate a recipe (types and keys), then :func:`check_recipe` it."""
+    recipe = load_config(Recipe, path, list(overrides))
+    if not recipe.output_dir:
+        recipe.output_dir = str(Path("runs") / "train" / recipe.run_name)
+    check_recipe(recipe)
+    return recipe
+
+
+def data_files(paths: list[str]) -> list[Path]:
+    """The JSONL files named by ``data.paths`` (files, folders of *.jsonl, or globs)."""
+    files: list[Path] = []
+    for i, raw in enumerate(paths):
+        key = f"data.paths[{i}]"
+        p = Path(os.path.expanduser(raw))
+        if any(c in raw for c in "*?["):
+            hits = sorted(Path(h) for h in glob.glob(os.path.expanduser(raw), recursive=True))
+            if not hits:
+                raise BadInput(f"{key}: no file matches {raw!r}")
+            files.extend(h for h in hits if h.is_file())
+        elif p.is_dir():
+            found = sorted(p.glob("*.jsonl"))
+            if not found:
+                raise BadInput(f"{key}: folder {raw!r} holds no *.jsonl file")
+            files.extend(found)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise BadInput(
+                f"{key}: dataset path {raw!r} does not exist (relative paths are read from "
+                f"{Path.cwd()}); download or generate the data first, or fix the recipe"
+            )
+    return files
+
+
+def check_recipe(r: Recipe, *, check_paths: bool = True) -> None:
+    """Checks across keys that the type system cannot express; raises BadInput naming the key.
+    ``check_paths=False`` skips the existence of dataset files (to lint recipes without data)."""
+    m, d, b, t = r.model, r.data, r.batching, r.train
+    if not d.paths:
+        raise BadInput("data.paths is empty: name at least one JSONL file or folder")
+    if check_paths:
+        data_files(d.paths)
+    if m.init == "pretrained" and not m.name_or_path:
+        raise BadInput("model.name_or_path is required when model.init is 'pretrained'")
+    if m.tokenizer == "" and m.init == "random" and not m.name_or_path:
+        raise BadInput(
+            "model.tokenizer: a randomly initialised model needs a tokenizer: a folder, "
+            "a hub id, or 'train' to train one on the data"
+        )
+    for key, value, low in (
+        ("data.max_length", d.max_length, 16),
+        ("batching.max_tokens", b.max_tokens, 16),
+        ("batching.batch_size", b.batch_size, 1),
+        ("batching.pad_to_multiple_of", b.pad_to_multiple_of, 1),
+        ("train.grad_accum", t.grad_accum, 1),
+        ("train.save_steps", t.save_steps, 1),
+        ("train.log_steps", t.log_steps, 1),
+        ("model.tokenizer_vocab_size", m.tokenizer_vocab_size, 64),
+        ("train.ce_chunk_tokens", t.ce_chunk_tokens, 1),
+        ("data.window", d.window, 64),
+    ):
+        if value < low:
+            raise BadInput(f"{key} must be at least {low}, got {value}")
+    if t.epochs < 1 and t.max_steps < 1:
+        raise BadInput("train.epochs and train.max_steps are both 0: set one of them")
+    if b.strategy == "packed" and b.max_tokens < d.max_length:
+        raise BadInput(
+            f"batching.max_tokens ({b.max_tokens}) is below data.max_length ({d.max_length}): "
+            "the longest sequence would not fit in a pack; raise batching.max_tokens"
+        )
+    if not 0 <= t.warmup_ratio < 1:
+        raise BadInput(f"train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
+    if not 0 <= t.min_lr_ratio <= 1:
+        raise BadInput(f"train.min_lr_ratio must be in [0, 1], got {t.min_lr_ratio}")
+    if t.lr <= 0:
+        raise BadInput(f"train.lr must be positive, got {t.lr}")
+    if d.mode == "mapreduce" and d.format == "longalign":
+        raise BadInput(
+            "data.mode=mapreduce needs Pyramid-Align records (document, question, "
+            "intermediate, answer); LongAlign records have no intermediate outputs"
+        )
+    if d.mapreduce:
+        from chunkwise.strategies.mapreduce import MapReduce
+
+        try:
+            MapReduce(**d.mapreduce)
+        except TypeError as e:
+            raise BadInput(f"data.mapreduce: {e}") from None
+    if m.lora.enabled and m.lora.r < 1:
+        raise BadInput(f"model.lora.r must be at least 1, got {m.lora.r}")
+
+
+__all__ = [
+    "BatchingConfig",
+    "DataConfig",
+    "LoraConfig",
+    "ModelConfig",
+    "Recipe",
+    "TrainConfig",
+    "WandbConfig",
+    "check_recipe",
+    "data_files",
+    "load_recipe",
+]

@@ -1,0 +1,181 @@
+"""Packing and loss weighting: packed loss == unpacked loss, plans, collation, MFU arithmetic."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from chunkwise.train.attention import register, segments
+from chunkwise.train.formats import IGNORE, Example
+from chunkwise.train.loss import batch_loss_sum, mean_of_means, reference_token_losses
+from chunkwise.train.mfu import Arch, step_flops
+from chunkwise.train.modeling import arch_config
+from chunkwise.train.packing import (
+    MicroBatch,
+    best_fit_decreasing,
+    collate,
+    plan_epoch,
+    shard_sequence,
+)
+
+VOCAB = 97
+
+
+def make_examples(n: int, seed: int = 0, lo: int = 8, hi: int = 60) -> list[Example]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        length = rng.randint(lo, hi)
+        ids = np.array([rng.randrange(VOCAB) for _ in range(length)], dtype=np.int32)
+        labels = np.full(length, IGNORE, dtype=np.int32)
+        k = rng.randint(1, max(1, length // 2))
+        labels[length - k :] = ids[length - k :]  # a tail "answer" span
+        if i % 3 == 0 and length > 12:  # a second assistant span in the middle
+            labels[3:6] = ids[3:6]
+        out.append(Example(f"e{i}", "chat", ids, labels))
+    return out
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model on a shared 2-core machine
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def model():
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = arch_config("tiny", {"num_hidden_layers": 2}, VOCAB)
+    return LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa").eval()
+
+
+def test_best_fit_decreasing_is_valid_and_tight():
+    rng = random.Random(1)
+    lengths = [rng.randint(1, 100) for _ in range(300)]
+    bins = best_fit_decreasing(lengths, 128)
+    flat = sorted(i for b in bins for i in b)
+    assert flat == list(range(300))
+    assert all(sum(lengths[i] for i in b) <= 128 for b in bins)
+    lower = -(-sum(lengths) // 128)
+    assert len(bins) <= lower * 1.1 + 1  # BFD stays within a few percent of the bound here
+    assert best_fit_decreasing([5, 5, 5, 5], 10) == [[0, 1], [2, 3]]
+
+
+def test_plans_are_deterministic_and_cover_everything():
+    lengths = [len(e) for e in make_examples(50)]
+    for strategy in ("packed", "sorted", "padded"):
+        a = plan_epoch(
+            lengths, strategy=strategy, max_tokens=128, batch_size=4, seed=7, epoch=2, group=2
+        )
+        b = plan_epoch(
+            lengths, strategy=strategy, max_tokens=128, batch_size=4, seed=7, epoch=2, group=2
+        )
+        c = plan_epoch(
+            lengths, strategy=strategy, max_tokens=128, batch_size=4, seed=7, epoch=3, group=2
+        )
+        assert a == b and a != c
+        assert sorted(i for mb in a for row in mb.rows for i in row) == list(range(50))
+    sorted_plan = plan_epoch(
+        lengths, strategy="sorted", max_tokens=0, batch_size=5, seed=0, epoch=0, group=2
+    )
+    for mb in sorted_plan:  # a sorted batch holds neighbours in length
+        ls = sorted(lengths[i] for row in mb.rows for i in row)
+        assert ls[-1] - ls[0] <= 20
+
+
+def test_collate_shifts_within_each_sequence():
+    exs = make_examples(3)
+    b = collate(exs, MicroBatch(((0, 1, 2),)), pad_id=0, pad_to_multiple_of=16)
+    n = [len(e) for e in exs]
+    assert b["input_ids"].shape[1] % 16 == 0
+    assert b["position_ids"][0, : sum(n)].tolist() == [p for k in n for p in range(k)]
+    start = 0
+    for e, k in zip(exs, n, strict=True):
+        t = b["targets"][0, start : start + k].tolist()
+        assert (
+            t[:-1] == e.labels[1:].tolist() and t[-1] == IGNORE
+        )  # never predicts across sequences
+        w = b["weights"][0, start : start + k]
+        assert torch.allclose(
+            w.sum(), torch.tensor(1.0)
+        )  # sequence weighting: sums to 1 per sequence
+        start += k
+    assert (b["targets"][0, sum(n) :] == IGNORE).all()
+    assert b["n_seqs"] == 3 and b["n_tokens"] == sum(n)
+    assert b["n_targets"] == sum(e.n_targets for e in exs)
+
+
+@pytest.mark.parametrize("attn", ["chunkwise_varlen", "sdpa", "eager"])
+def test_packed_loss_equals_unpacked_loss(model, attn):
+    """The same 12 sequences, packed into a few rows vs one at a time through the plain model:
+    LongAlign's mean of per-sequence mean losses agrees to float precision."""
+    if attn == "chunkwise_varlen":
+        register()
+    model.config._attn_implementation = attn
+    exs = make_examples(12, seed=5)
+    ref = mean_of_means(reference_token_losses(model, exs))
+    for strategy in ("packed", "padded"):
+        plan = plan_epoch(
+            [len(e) for e in exs], strategy=strategy, max_tokens=160, batch_size=3, seed=0, epoch=0
+        )
+        total = 0.0
+        for mb in plan:
+            b = collate(exs, mb, pad_id=0)
+            total = total + batch_loss_sum(model, b, chunk=7)
+        assert any(len(row) > 1 for mb in plan for row in mb.rows) == (strategy == "packed")
+        assert torch.allclose(total / len(exs), ref, rtol=1e-5, atol=1e-6), (strategy, attn)
+    model.config._attn_implementation = "sdpa"
+
+
+def test_packed_gradients_equal_unpacked(model):
+    register()
+    model.config._attn_implementation = "chunkwise_varlen"
+    exs = make_examples(8, seed=9)
+    model.zero_grad()
+    mean_of_means(reference_token_losses(model, exs)).backward()
+    ref = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    b = collate(exs, MicroBatch((tuple(range(8)),)), pad_id=0)
+    (batch_loss_sum(model, b) / len(exs)).backward()
+    for n, p in model.named_parameters():
+        assert torch.allclose(p.grad, ref[n], rtol=1e-4, atol=1e-7), n
+    model.config._attn_implementation = "sdpa"
+
+
+def test_token_weighting_is_the_token_mean(model):
+    exs = make_examples(6, seed=2)
+    per_seq = reference_token_losses(model, exs)
+    ref = torch.cat(per_seq).mean()
+    b = collate(exs, MicroBatch((tuple(range(6)),)), pad_id=0, weighting="token")
+    assert torch.allclose(batch_loss_sum(model, b) / b["n_targets"], ref, rtol=1e-5)
+
+
+def test_segments_and_sequence_shards():
+    pos = torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3, 4, 5, 6]])
+    assert segments(pos) == [[(0, 3), (3, 5), (5, 12)]]
+    b = collate(make_examples(2), MicroBatch(((0, 1),)), pad_id=0, pad_to_multiple_of=4)
+    parts = [shard_sequence(b, 4, i) for i in range(4)]
+    for k in ("input_ids", "targets", "weights", "position_ids"):
+        assert torch.equal(torch.cat([p[k] for p in parts], dim=1), b[k])
+
+
+def test_step_flops_match_parameter_count():
+    from transformers import LlamaForCausalLM
+
+    cfg = arch_config("tiny", {}, 500)
+    m = LlamaForCausalLM._from_config(cfg)
+    arch = Arch.from_config(cfg)
+    linear = sum(p.numel() for n, p in m.named_parameters() if n.endswith("proj.weight"))
+    assert arch.decoder_matmul_params == linear
+    big = Arch.from_config(arch_config("llama3.1-8b", {}))
+    assert 6.9e9 < big.decoder_matmul_params < 7.0e9  # 8.03B minus the two 0.53B embeddings
+    t = 32768
+    f = step_flops(big, [t], n_targets=t)
+    assert f == 6 * big.decoder_matmul_params * t + 6 * 4096 * 128256 * t + 6 * 32 * 4096 * t * t

@@ -1,0 +1,109 @@
+"""Every recipe and accelerate config validates; recipe errors name the key."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import yaml
+
+from chunkwise.config import load_config
+from chunkwise.errors import BadInput
+from chunkwise.train.loop import lr_at
+from chunkwise.train.recipe import Recipe, check_recipe, load_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPES = sorted((REPO / "recipes" / "llama3.1-8b").glob("*.yaml")) + sorted(
+    (REPO / "recipes" / "tiny").glob("*.yaml")
+)
+CONFIGS = sorted((REPO / "configs" / "accelerate").glob("*.yaml"))
+
+
+def test_recipe_folders_are_complete():
+    names = {p.stem for p in RECIPES}
+    for stem in ("longalign-standard", "pyramid_align-standard", "pyramid_align-mapreduce"):
+        assert (REPO / "recipes" / "llama3.1-8b" / f"{stem}.yaml").exists()
+        assert (REPO / "recipes" / "tiny" / f"{stem}.yaml").exists()
+    assert len(names) == 3
+    assert {p.stem for p in CONFIGS} >= {
+        "ddp",
+        "zero2",
+        "zero3",
+        "zero3_offload",
+        "fsdp2",
+        "ulysses",
+    }
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_recipe_validates(path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    recipe = load_config(Recipe, path)  # keys and types
+    tiny = path.parent.name == "tiny"
+    check_recipe(recipe, check_paths=tiny)  # the 8B data is downloaded / synthesized separately
+    if tiny:
+        assert recipe.model.init == "random" and recipe.model.tokenizer == "train"
+    else:
+        assert recipe.model.name_or_path.startswith("meta-llama/Llama-3.1-8B")
+        assert recipe.train.lr == 2e-5 and recipe.train.warmup_ratio == 0.03
+        assert tuple(recipe.train.adam_betas) == (0.9, 0.95)
+        assert recipe.data.max_length == recipe.batching.max_tokens == 65536
+        twin = load_config(Recipe, REPO / "recipes" / "tiny" / path.name)
+        for section in ("data", "batching"):
+            for key in ("format", "mode", "mapreduce_format", "strategy"):
+                if hasattr(getattr(recipe, section), key):
+                    assert getattr(getattr(recipe, section), key) == getattr(
+                        getattr(twin, section), key
+                    )
+        assert recipe.train.loss_weighting == twin.train.loss_weighting
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_accelerate_configs_parse(path):
+    cfg = yaml.safe_load(path.read_text())
+    assert cfg["distributed_type"] in {"MULTI_GPU", "DEEPSPEED", "FSDP"}
+    assert cfg["mixed_precision"] == "bf16"
+    if path.stem.startswith("zero") or path.stem == "ulysses":
+        ds = cfg["deepspeed_config"]
+        assert ds["zero_stage"] in (2, 3)
+        assert "gradient_accumulation_steps" not in ds  # the recipe sets it
+    if path.stem == "zero3_offload":
+        assert cfg["deepspeed_config"]["offload_optimizer_device"] == "cpu"
+    if path.stem == "fsdp2":
+        assert cfg["fsdp_config"]["fsdp_version"] == 2
+    if path.stem == "ulysses":
+        pc = cfg["parallelism_config"]
+        assert pc["parallelism_config_sp_backend"] == "deepspeed"
+        sp = pc["parallelism_config_sp_size"]
+        assert cfg["num_processes"] % sp == 0 and 32 % sp == 0 and 8 % sp == 0
+
+
+def test_recipe_errors_name_the_key(monkeypatch):
+    monkeypatch.chdir(REPO)
+    tiny = REPO / "recipes" / "tiny" / "longalign-standard.yaml"
+    with pytest.raises(BadInput, match=r"unknown config key 'batching\.max_token'.*did you mean"):
+        load_recipe(tiny, ["--batching.max_token=5"])
+    with pytest.raises(BadInput, match=r"config key 'train\.lr' .*expected float"):
+        load_recipe(tiny, ["--train.lr=fast"])
+    with pytest.raises(
+        BadInput, match=r"batching\.max_tokens \(512\) is below data\.max_length \(1024\)"
+    ):
+        load_recipe(tiny, ["--batching.max_tokens=512"])
+    with pytest.raises(
+        BadInput, match=r"data\.mapreduce: .*unexpected keyword argument 'nonsense'"
+    ):
+        load_recipe(tiny, ["--data.mapreduce={nonsense: 1}"])
+    with pytest.raises(BadInput, match="mapreduce option protocol='fancy'"):
+        load_recipe(tiny, ["--data.mapreduce={protocol: fancy}"])
+    with pytest.raises(BadInput, match="data.mode=mapreduce needs Pyramid-Align"):
+        load_recipe(tiny, ["--data.mode=mapreduce"])
+    r = load_recipe(tiny, ["--train.lr=1e-4", "--model.arch_overrides.num_hidden_layers=3"])
+    assert r.train.lr == 1e-4 and r.model.arch_overrides == {"num_hidden_layers": 3}
+
+
+def test_lr_schedule_warmup_then_cosine():
+    lrs = [lr_at(s, 100, 10, 1.0, 0.1) for s in range(100)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in itertools.pairwise(lrs[9:]))  # cosine after warm-up
+    assert lrs[-1] == pytest.approx(0.1, abs=1e-3)
