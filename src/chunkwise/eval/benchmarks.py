@@ -4,7 +4,8 @@ A benchmark is a small registered unit, so the runner never special-cases one: i
 task's examples (``{id, context, input, answer, options}``), turns each into a
 :class:`~chunkwise.strategies.Query` with :attr:`Benchmark.build_query`, and scores the
 predictions with :attr:`Benchmark.score`. QASPER, QuALITY or NarrativeQA join as peers by
-calling :func:`register_benchmark` with their own loader, query builder and scorer.
+calling :func:`register_benchmark` with their own loader, query builder and scorer, from a
+module named ``chunkwise.eval.<anything>_benchmarks`` (found and imported on first use).
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from chunkwise.errors import BadInput
 class Benchmark:
     name: str
     tasks: tuple[str, ...]
-    #: ``load(task, data, *, limit, revision, seed, count_tokens) -> TaskData``
+    #: ``parse_data(text) -> spec`` checks a ``--data`` value before any model is loaded
+    parse_data: Callable[[str], Any]
+    #: ``load(task, spec, *, limit, revision, seed, count_tokens) -> TaskData`` where TaskData
+    #: has ``examples`` (``{id, context, input, answer, options}``), ``source`` (where they
+    #: came from: a dict recorded in results.json) and ``total`` (examples before the limit)
     load: Callable[..., Any]
     #: ``build_query(task, example, kind, window) -> Query``; kind is chat | base
     build_query: Callable[..., Any]
@@ -68,8 +73,33 @@ def register_benchmark(name: str, factory: Callable[[], Benchmark]) -> None:
     BENCHMARKS[name] = factory
 
 
+_discovered = False
+
+
+def discover() -> dict[str, Callable[[], Benchmark]]:
+    """Import every ``chunkwise.eval.*_benchmarks`` module once (each registers its peers)."""
+    global _discovered
+    if not _discovered:
+        import importlib
+        import logging
+        import pkgutil
+
+        import chunkwise.eval as pkg
+
+        _discovered = True
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if info.name.endswith("_benchmarks"):
+                try:
+                    importlib.import_module(f"chunkwise.eval.{info.name}")
+                except ImportError as e:  # a peer's optional dependency: the others still work
+                    logging.getLogger(__name__).warning(
+                        "benchmarks in %s unavailable: %s", info.name, e
+                    )
+    return BENCHMARKS
+
+
 def get_benchmark(name: str) -> Benchmark:
-    factory = BENCHMARKS.get(name)
+    factory = BENCHMARKS.get(name) or discover().get(name)
     if factory is None:
         raise BadInput(f"unknown benchmark {name!r}; valid benchmarks: {', '.join(BENCHMARKS)}")
     return factory()
@@ -90,6 +120,7 @@ def _infinitebench() -> Benchmark:
     return Benchmark(
         name="infinitebench",
         tasks=tuple(metrics.TASKS),
+        parse_data=ib.parse_data_spec,
         load=ib.load_task,
         build_query=ib.build_query,
         score=score,
@@ -103,4 +134,4 @@ def _infinitebench() -> Benchmark:
 
 register_benchmark("infinitebench", _infinitebench)
 
-__all__ = ["BENCHMARKS", "Benchmark", "get_benchmark", "register_benchmark"]
+__all__ = ["BENCHMARKS", "Benchmark", "discover", "get_benchmark", "register_benchmark"]

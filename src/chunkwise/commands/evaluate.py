@@ -1,0 +1,113 @@
+"""`chunkwise eval`: score a model under one decoding strategy on benchmark tasks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "evaluate a model (or training checkpoint) with a strategy on InfiniteBench tasks"
+
+# flag -> EvalConfig field; every flag defaults to None so that only given flags override
+_FLAGS = {
+    "model": "model",
+    "strategy": "strategy",
+    "strategy_args": "strategy_args",
+    "benchmark": "benchmark",
+    "tasks": "tasks",
+    "data": "data",
+    "revision": "revision",
+    "limit": "limit",
+    "seed": "seed",
+    "context_window": "context_window",
+    "prompts": "prompts",
+    "scorer": "scorer",
+    "extract": "extract",
+    "output": "output",
+    "save_trace": "save_trace",
+    "wandb": "wandb",
+    "wandb_project": "wandb_project",
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        metavar="YAML",
+        help="start from a recipe (recipes/eval/*.yaml); flags given here override it",
+    )
+    p.add_argument("--model", help="model spec or training output folder (default: hf:default)")
+    p.add_argument("--strategy", help="decoding mode: any registered strategy (default: standard)")
+    p.add_argument("--strategy-args", metavar="K=V,...", help="strategy options, k=v,k2=v2")
+    p.add_argument("--benchmark", help="benchmark (default: infinitebench)")
+    p.add_argument("--tasks", help="comma-separated tasks, e.g. passkey,kv_retrieval")
+    p.add_argument(
+        "--data", help="hub | FOLDER of official <task>.jsonl | synthetic:LENGTH (default: hub)"
+    )
+    p.add_argument("--revision", help="Hub dataset revision (default: the pinned one)")
+    p.add_argument("--limit", type=int, help="first N examples per task (synthetic: generate N)")
+    p.add_argument("--seed", type=int, help="seed for synthetic data (default: 0)")
+    p.add_argument("--context-window", type=int, help="cap the window below the model's own")
+    p.add_argument(
+        "--prompts",
+        choices=["auto", "chat", "base"],
+        help="question wording (default: auto, from the model)",
+    )
+    p.add_argument("--scorer", help="official | lenient (default: official)")
+    p.add_argument("--extract", help="answer extraction before scoring: none | mapreduce")
+    p.add_argument("--output", help="run folder, e.g. runs/NAME (rerun to resume)")
+    p.add_argument(
+        "--no-trace",
+        dest="save_trace",
+        action="store_const",
+        const=False,
+        help="leave strategy traces out of the prediction lines",
+    )
+    p.add_argument(
+        "--wandb",
+        action="store_const",
+        const=True,
+        help="log to Weights & Biases (WANDB_MODE=offline unless you set it)",
+    )
+    p.add_argument("--wandb-project", help="wandb project (default: chunkwise-eval)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def config_from_args(args: argparse.Namespace):
+    import dataclasses
+
+    from chunkwise.config import load_config
+    from chunkwise.errors import BadInput
+    from chunkwise.eval.runner import EvalConfig
+    from chunkwise.strategies import parse_strategy_args
+
+    cfg = load_config(EvalConfig, args.config) if args.config else EvalConfig()
+    given = {}
+    for flag, key in _FLAGS.items():
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        if key == "strategy_args":
+            value = parse_strategy_args(value)
+        elif key == "tasks":
+            value = [t.strip() for t in value.split(",") if t.strip()]
+        given[key] = value
+    cfg = dataclasses.replace(cfg, **given)
+    if not args.config and args.output is None:
+        raise BadInput("--output is required (the run folder, e.g. runs/NAME)")
+    return cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    from chunkwise.eval.runner import run_eval
+
+    cfg = config_from_args(args)
+    results = run_eval(cfg, progress=not args.no_progress)
+    assert results is not None
+    summary = {
+        "output": cfg.output,
+        "scores": {t: r["score"] for t, r in results["results"].items()},
+        "average": results["average"]["score"],
+        "n": {t: r["n"] for t, r in results["results"].items()},
+    }
+    print(json.dumps(summary, ensure_ascii=False))
+    return 0

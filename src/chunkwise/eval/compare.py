@@ -1,0 +1,204 @@
+"""Compare evaluation runs: a tasks × runs table (with averages) and a grouped bar chart.
+
+Reads ``results.json`` from each run folder. The average row averages each run over the tasks
+*every* run has (so runs are compared on the same tasks); the average column averages each
+task over the runs that have it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chunkwise.errors import BadInput
+
+
+@dataclass
+class Run:
+    label: str
+    path: Path
+    scores: dict[str, float]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def load_run(path: str | Path) -> Run:
+    path = Path(path)
+    results_file = path / "results.json" if path.is_dir() else path
+    if not results_file.is_file():
+        raise BadInput(
+            f"{results_file} not found; is {path} a finished `chunkwise eval` run folder?"
+        )
+    try:
+        data = json.loads(results_file.read_text(encoding="utf-8"))
+        scores = {task: float(r["score"]) for task, r in data["results"].items()}
+    except (ValueError, KeyError, TypeError) as e:
+        raise BadInput(f"{results_file}: not a chunkwise results file ({e})") from None
+    cfg = data.get("config", {})
+    label = results_file.parent.name if results_file.name == "results.json" else results_file.stem
+    info = {
+        "model": cfg.get("model"),
+        "strategy": cfg.get("strategy"),
+        "scorer": cfg.get("scorer"),
+        "data": cfg.get("data"),
+        "n": {t: r.get("n") for t, r in data["results"].items()},
+        "aliases": {t: r.get("alias", t) for t, r in data["results"].items()},
+    }
+    return Run(label, results_file.parent, scores, info)
+
+
+def _unique_labels(runs: list[Run]) -> None:
+    seen: dict[str, int] = {}
+    for r in runs:
+        seen[r.label] = seen.get(r.label, 0) + 1
+    for r in runs:
+        if seen[r.label] > 1:  # same folder name in different places: show more of the path
+            r.label = f"{r.path.parent.name}/{r.path.name}" if r.path.parent.name else str(r.path)
+    labels = [r.label for r in runs]
+    if len(set(labels)) != len(labels):
+        for i, r in enumerate(runs):
+            r.label = f"{r.label}#{i + 1}"
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def build_table(runs: list[Run]) -> dict[str, Any]:
+    if not runs:
+        raise BadInput("give at least one run folder")
+    _unique_labels(runs)
+    tasks: list[str] = []
+    for r in runs:
+        tasks.extend(t for t in r.scores if t not in tasks)
+    common = [t for t in tasks if all(t in r.scores for r in runs)]
+    scores = {t: {r.label: r.scores.get(t) for r in runs} for t in tasks}
+    task_avg = {t: _mean([v for v in scores[t].values() if v is not None]) for t in tasks}
+    run_avg = {r.label: _mean([r.scores[t] for t in common]) for r in runs}
+    overall = _mean([v for v in run_avg.values() if v is not None])
+    aliases: dict[str, str] = {}
+    for r in runs:
+        for t, a in r.info.get("aliases", {}).items():
+            aliases.setdefault(t, a)
+    return {
+        "runs": [
+            {
+                "label": r.label,
+                "path": str(r.path),
+                **{k: v for k, v in r.info.items() if k != "aliases"},
+            }
+            for r in runs
+        ],
+        "tasks": tasks,
+        "aliases": aliases,
+        "scores": scores,
+        "task_average": task_avg,
+        "run_average": run_avg,
+        "average": overall,
+        "average_over": common,
+    }
+
+
+def _fmt(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}"
+
+
+def to_markdown(table: dict[str, Any]) -> str:
+    labels = [r["label"] for r in table["runs"]]
+    multi = len(labels) > 1
+    head = ["task", *labels] + (["average"] if multi else [])
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for t in table["tasks"]:
+        row = [t, *(_fmt(table["scores"][t][lab]) for lab in labels)]
+        if multi:
+            row.append(_fmt(table["task_average"][t]))
+        lines.append("| " + " | ".join(row) + " |")
+    avg = ["**average**", *(f"**{_fmt(table['run_average'][lab])}**" for lab in labels)]
+    if multi:
+        avg.append(f"**{_fmt(table['average'])}**")
+    lines.append("| " + " | ".join(avg) + " |")
+    notes = []
+    left_out = [t for t in table["tasks"] if t not in table["average_over"]]
+    if left_out:
+        notes.append(
+            f"The average row covers the tasks every run has; left out: {', '.join(left_out)}."
+        )
+    for r in table["runs"]:
+        parts = [f"{k} {r[k]}" for k in ("model", "strategy", "scorer", "data") if r.get(k)]
+        notes.append(f"- {r['label']}: {', '.join(parts) or r['path']}")
+    return "\n".join(lines) + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def plot(table: dict[str, Any], path: str | Path, title: str | None = None) -> Path:
+    """A grouped bar chart: one group per task (and the average), one bar per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [r["label"] for r in table["runs"]]
+    groups = [*table["tasks"], "average"]
+    values = {
+        lab: [*(table["scores"][t][lab] for t in table["tasks"]), table["run_average"][lab]]
+        for lab in labels
+    }
+    n_runs, n_groups = len(labels), len(groups)
+    width = 0.8 / n_runs
+    fig_w = max(6.0, 1.2 + n_groups * (0.45 + 0.35 * n_runs))
+    fig, ax = plt.subplots(figsize=(min(fig_w, 40.0), 5.0))
+    cmap = plt.get_cmap("tab10")
+    font = 8 if n_runs * n_groups <= 40 else 6
+    for k, lab in enumerate(labels):
+        xs = [g + (k - (n_runs - 1) / 2) * width for g in range(n_groups)]
+        heights = [0.0 if v is None else v for v in values[lab]]
+        bars = ax.bar(
+            xs,
+            heights,
+            width * 0.95,
+            label=lab,
+            color=cmap(k % 10),
+            edgecolor="black",
+            linewidth=0.4,
+        )
+        bars[-1].set_hatch("//")  # the average group
+        for bar, v in zip(bars, values[lab], strict=True):
+            text = "n/a" if v is None else f"{v:.1f}"
+            ax.annotate(
+                text,
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=font,
+                rotation=90 if n_runs > 3 else 0,
+            )
+    ax.axvline(n_groups - 1.5, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xticks(range(n_groups))
+    partial = len(table["average_over"]) < len(table["tasks"])
+    names = [*table["tasks"], "average\n(tasks all runs have)" if partial else "average"]
+    ax.set_xticklabels(
+        names, rotation=30 if n_groups > 6 else 0, ha="right" if n_groups > 6 else "center"
+    )
+    top = max([v for lab in labels for v in values[lab] if v is not None] + [1.0])
+    ax.set_ylim(0, max(100.0, top) * 1.15)
+    ax.set_ylabel("score (%)")
+    scorers = sorted({str(r.get("scorer")) for r in table["runs"]})
+    ax.set_title(title or f"Scores by task ({', '.join(scorers)} scorer)")
+    ax.legend(title="run", fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def compare(paths: list[str | Path]) -> dict[str, Any]:
+    return build_table([load_run(p) for p in paths])
+
+
+__all__ = ["Run", "build_table", "compare", "load_run", "plot", "to_markdown"]

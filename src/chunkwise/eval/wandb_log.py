@@ -1,0 +1,114 @@
+"""Log an evaluation to Weights & Biases: resolved config, metrics, a per-sample table.
+
+Offline unless the user says otherwise: ``WANDB_MODE`` defaults to ``offline`` here, so runs land
+in ``<run folder>/wandb/offline-run-*`` and can be pushed later with ``wandb sync``. Set
+``WANDB_MODE=online`` yourself to log live. Metric names are stable: ``eval/<task>/<metric>``
+(score, n, errors and the per-example strategy stats) and ``eval/average/score``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from chunkwise.errors import MissingDependency
+
+SAMPLE_COLUMNS = (
+    "task",
+    "id",
+    "question",
+    "prediction",
+    "reference",
+    "score",
+    "llm_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "seconds",
+)
+
+
+def metrics_of(results: dict[str, Any]) -> dict[str, float]:
+    """``eval/<task>/<metric>`` for every task, plus the average."""
+    out: dict[str, float] = {}
+    for task, r in results["results"].items():
+        for key in ("score", "n", "errors"):
+            out[f"eval/{task}/{key}"] = r[key]
+        per = results.get("strategy_stats", {}).get(task, {}).get("per_example", {})
+        for key, value in per.items():
+            out[f"eval/{task}/{key}_per_example"] = value
+    out["eval/average/score"] = results["average"]["score"]
+    return out
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (str, int, float)) or value is None:
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def log_eval(
+    run_dir: str | Path, results: dict[str, Any], samples: dict[str, list[dict]]
+) -> Path | None:
+    """Log one evaluation; returns the wandb run's local folder (None when disabled).
+
+    Inside an active wandb run (e.g. evaluation called from training) the eval is logged
+    into that run; otherwise a run of its own is started in ``<run_dir>/wandb`` and closed.
+    """
+    # passed explicitly too: wandb ignores environment changes once a session has started
+    mode = os.environ.setdefault("WANDB_MODE", "offline")
+    try:
+        import wandb
+    except ImportError:
+        raise MissingDependency(
+            "wandb", "pip install 'chunkwise[eval]' (or pip install wandb)"
+        ) from None
+    run_dir = Path(run_dir)
+    cfg = results["config"]
+    config = {
+        **cfg,
+        "data_sources": results.get("data"),
+        "model_info": results.get("model"),
+        "benchmark_info": results.get("benchmark"),
+        "strategy_info": results.get("strategy"),
+        "versions": results.get("versions"),
+        "git_hash": results.get("git_hash"),
+        "git_dirty": results.get("git_dirty"),
+    }
+    own = wandb.run is None
+    if own:
+        run = wandb.init(
+            project=cfg.get("wandb_project") or "chunkwise-eval",
+            name=run_dir.name,
+            dir=str(run_dir),
+            config=config,
+            job_type="eval",
+            mode=mode,
+            tags=[cfg["strategy"], cfg["benchmark"]],
+        )
+    else:
+        run = wandb.run
+        run.config.update({"eval": config}, allow_val_change=True)
+    try:
+        metrics = metrics_of(results)
+        run.log(metrics)
+        run.summary.update(metrics)
+        table = wandb.Table(columns=list(SAMPLE_COLUMNS))
+        for task, rows in samples.items():
+            for row in rows:
+                table.add_data(
+                    *[_cell(task if c == "task" else row.get(c)) for c in SAMPLE_COLUMNS]
+                )
+        run.log({"eval/samples": table})
+        folder = Path(run.dir).parent if getattr(run, "dir", None) else None
+    finally:
+        if own:
+            run.finish()
+            # finish() can return before the offline log is on disk; shutting the service
+            # down flushes it (only done when the run was ours, so no other run is cut off)
+            wandb.teardown()
+    return folder
+
+
+__all__ = ["SAMPLE_COLUMNS", "log_eval", "metrics_of"]

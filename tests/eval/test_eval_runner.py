@@ -1,0 +1,432 @@
+"""`chunkwise eval` with the scripted model: run folder, resume after a crash or a kill,
+refusals (other config, foreign ids, unknown task / strategy), merging shards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chunkwise import cli
+from chunkwise.errors import BadInput
+from chunkwise.eval.distributed import Dist
+from chunkwise.eval.runner import EvalConfig, run_eval
+from chunkwise.llm import Request, scripted
+from chunkwise.strategies import STRATEGIES, Answer, Stats, Strategy
+
+REPO = Path(__file__).resolve().parents[2]
+TIMING = {"seconds", "latency_s"}
+
+
+@pytest.fixture
+def main(monkeypatch):
+    """cli.main restricted to this issue's verbs (other command modules may not exist yet)."""
+    monkeypatch.setattr(cli, "COMMANDS", {"eval": "evaluate", "compare": "compare"})
+    return cli.main
+
+
+def argv(out, *extra, model="scripted:passkey", strategy="standard", tasks="passkey", n=6):
+    return [
+        "eval",
+        "--model",
+        model,
+        "--strategy",
+        strategy,
+        "--tasks",
+        tasks,
+        "--data",
+        "synthetic:400",
+        "--limit",
+        str(n),
+        "--output",
+        str(out),
+        "--no-progress",
+        *extra,
+    ]
+
+
+def lines(path):
+    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+
+
+def untimed(obj):
+    """A record without wall-clock fields (the only part of a run that may differ)."""
+    if isinstance(obj, dict):
+        return {k: untimed(v) for k, v in obj.items() if k not in TIMING}
+    if isinstance(obj, list):
+        return [untimed(v) for v in obj]
+    return obj
+
+
+def crashing_passkey(after):
+    """A scripted:passkey factory whose model raises on its (after+1)-th generate call."""
+    original = scripted.SCRIPTS["passkey"]
+
+    def factory():
+        llm = original()
+        inner = llm._generate
+        calls = {"n": 0}
+
+        def generate(requests):
+            calls["n"] += 1
+            if calls["n"] > after:
+                raise RuntimeError("simulated crash")
+            return inner(requests)
+
+        llm._generate = generate
+        return llm
+
+    return factory
+
+
+def test_run_folder_layout_and_results(main, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(argv(out, tasks="passkey,kv_retrieval", n=4)) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["scores"] == {"passkey": 100.0, "kv_retrieval": 0.0}
+    assert summary["average"] == 50.0
+
+    cfg = (out / "config.yaml").read_text()
+    assert "model: scripted:passkey" in cfg and "data: synthetic:400" in cfg
+    preds = lines(out / "predictions" / "passkey.jsonl")
+    assert [p["id"] for p in preds] == [0, 1, 2, 3]
+    for p in preds:
+        assert {"id", "prediction", "ground_truth", "strategy", "model", "stats", "trace"} <= set(p)
+        assert p["prediction"] == p["ground_truth"] and p["strategy"] == "standard"
+        assert p["model"] == "scripted:passkey" and p["question"] == "What is the pass key?"
+        assert p["stats"]["llm_calls"] == 1 and p["trace"][0]["stage"] == "generate"
+
+    res = json.loads((out / "results.json").read_text())
+    assert res["results"]["passkey"]["score"] == 100.0 and res["results"]["passkey"]["n"] == 4
+    assert res["results"]["passkey"]["alias"] == "Retrieve.PassKey"
+    assert res["config"]["strategy"] == "standard" and res["config"]["limit"] == 4
+    assert res["data"]["passkey"] == {"source": "synthetic", "length": 400, "seed": 0, "n": 4}
+    for name in ("chunkwise", "torch", "transformers", "python"):
+        assert res["versions"][name]
+    assert "git_hash" in res and res["date"]
+    assert res["timing"]["resumed"] is False and res["timing"]["session_seconds"] > 0
+    stats = res["strategy_stats"]
+    assert stats["passkey"]["llm_calls"] == 4
+    assert stats["passkey"]["prompt_tokens"] == sum(p["stats"]["prompt_tokens"] for p in preds)
+    assert stats["all"]["llm_calls"] == 8 and stats["all"]["examples"] == 8
+    assert (
+        stats["all"]["tokens"] == stats["all"]["prompt_tokens"] + stats["all"]["completion_tokens"]
+    )
+    assert res["model"]["prompt_kind"] == "base" and res["distributed"]["world_size"] == 1
+
+
+def test_strategies_are_decoding_modes_by_name(main, tmp_path):
+    for name in ("standard", "mapreduce"):
+        out = tmp_path / name
+        assert main(argv(out, "--strategy-args", "temperature=0", strategy=name, n=2)) == 0
+        preds = lines(out / "predictions" / "passkey.jsonl")
+        assert [p["strategy"] for p in preds] == [name, name]
+        res = json.loads((out / "results.json").read_text())
+        assert res["strategy"]["args"] == {"temperature": "0"}
+    mr = lines(tmp_path / "mapreduce" / "predictions" / "passkey.jsonl")[0]
+    stages = [e["stage"] for e in mr["trace"]]
+    assert stages.count("map") >= 1 and stages[-1] == "reduce"
+    assert mr["stats"]["llm_calls"] == len(stages) >= 2
+
+
+class _Tail(Strategy):
+    """A strategy the runner has never heard of: answer from the document's last words."""
+
+    name = "test_tail"
+
+    def __init__(self, window=None, words: int = 3):
+        super().__init__(window)
+        self.words = words
+
+    def run(self, document, query, llm):
+        stats = Stats()
+        out = self.call(llm, [Request("pass key is " + document.split()[-1])], stats)
+        return Answer(" ".join(document.split()[-self.words :]) + out[0].text, [], stats)
+
+
+def test_a_newly_registered_strategy_needs_no_runner_change(main, tmp_path, monkeypatch):
+    monkeypatch.setitem(STRATEGIES, _Tail.name, _Tail)
+    out = tmp_path / "tail"
+    assert main(argv(out, "--strategy-args", "words=2", strategy="test_tail", n=2)) == 0
+    preds = lines(out / "predictions" / "passkey.jsonl")
+    assert [p["strategy"] for p in preds] == ["test_tail", "test_tail"]
+    assert all(p["stats"]["llm_calls"] == 1 and len(p["prediction"].split()) >= 2 for p in preds)
+    assert main(argv(tmp_path / "bad", "--strategy-args", "lines=2", strategy="test_tail")) == 2
+
+
+def test_resume_after_a_crash_gives_the_uninterrupted_result(main, tmp_path, monkeypatch):
+    whole = tmp_path / "whole"
+    assert main(argv(whole, n=6)) == 0
+
+    out = tmp_path / "crashed"
+    with monkeypatch.context() as m:
+        m.setitem(scripted.SCRIPTS, "passkey", crashing_passkey(after=4))
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            main(argv(out, n=6))
+    assert [p["id"] for p in lines(out / "predictions" / "passkey.jsonl")] == [0, 1, 2, 3]
+    assert not (out / "results.json").exists()
+
+    with monkeypatch.context() as m:  # the resumed session must answer only ids 4 and 5
+        m.setitem(scripted.SCRIPTS, "passkey", crashing_passkey(after=2))
+        assert main(argv(out, n=6)) == 0
+    got = lines(out / "predictions" / "passkey.jsonl")
+    assert [p["id"] for p in got] == [0, 1, 2, 3, 4, 5]
+    assert untimed(got) == untimed(lines(whole / "predictions" / "passkey.jsonl"))
+    a = json.loads((out / "results.json").read_text())
+    b = json.loads((whole / "results.json").read_text())
+    assert a["results"] == b["results"]
+    assert untimed(a["strategy_stats"]) == untimed(b["strategy_stats"])
+    assert a["timing"]["resumed"] is True
+
+
+KILL_SCRIPT = """
+import os, signal, sys
+from chunkwise import cli
+from chunkwise.llm import Request, scripted
+from chunkwise.strategies import STRATEGIES, Answer, Stats, Strategy
+original = scripted.SCRIPTS["passkey"]
+def factory():
+    llm = original()
+    inner = llm._generate
+    calls = {"n": 0}
+    def generate(requests):
+        calls["n"] += 1
+        if calls["n"] > int(os.environ["KILL_AFTER"]):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return inner(requests)
+    llm._generate = generate
+    return llm
+scripted.SCRIPTS["passkey"] = factory
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_killed_process_resumes_with_every_id_once(tmp_path):
+    out = tmp_path / "killed"
+    args = argv(out, n=7)
+    env = {**os.environ, "KILL_AFTER": "3"}
+    res = subprocess.run(
+        [sys.executable, "-c", KILL_SCRIPT, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == -signal.SIGKILL, res.stderr
+    path = out / "predictions" / "passkey.jsonl"
+    assert [p["id"] for p in lines(path)] == [0, 1, 2]
+    with path.open("a") as f:  # what a kill in the middle of a write leaves behind
+        f.write('{"id": 3, "prediction": "123')
+
+    res = subprocess.run(
+        [sys.executable, "-m", "chunkwise.cli", *args], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    ids = [p["id"] for p in lines(path)]
+    assert ids == list(range(7))  # every id exactly once, in data order
+    results = json.loads((out / "results.json").read_text())
+    assert results["results"]["passkey"] == {
+        "alias": "Retrieve.PassKey",
+        "score": 100.0,
+        "n": 7,
+        "errors": 0,
+        "scorer": "official",
+        "extract": "none",
+    }
+
+
+def test_refuses_to_resume_a_run_with_another_config(main, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(argv(out, n=3)) == 0
+    before = (out / "predictions" / "passkey.jsonl").read_text()
+    capsys.readouterr()
+    assert main(argv(out, "--context-window", "4000", model="scripted:echo", n=4)) == 2
+    err = capsys.readouterr().err
+    assert "cannot be resumed" in err
+    assert "model: 'scripted:passkey' -> 'scripted:echo'" in err
+    assert "limit: 3 -> 4" in err and "context_window: None -> 4000" in err
+    assert "strategy" not in err.split("differences")[1]  # only the keys that differ
+    assert (out / "predictions" / "passkey.jsonl").read_text() == before
+
+
+def test_rescoring_a_finished_run_makes_no_model_calls(main, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    assert main(argv(out, n=3)) == 0
+    before = (out / "predictions" / "passkey.jsonl").read_text()
+    monkeypatch.setitem(scripted.SCRIPTS, "passkey", crashing_passkey(after=0))
+    assert main(argv(out, "--scorer", "lenient", n=3)) == 0  # scorer may change: no new calls
+    res = json.loads((out / "results.json").read_text())
+    assert res["results"]["passkey"]["scorer"] == "lenient" and res["config"]["scorer"] == "lenient"
+    assert (out / "predictions" / "passkey.jsonl").read_text() == before
+
+
+def test_predictions_for_ids_not_in_the_data_are_an_error(main, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(argv(out, n=3)) == 0
+    with (out / "predictions" / "passkey.jsonl").open("a") as f:
+        f.write(json.dumps({"id": 41, "prediction": "1", "ground_truth": "1"}) + "\n")
+        f.write(json.dumps({"id": "x7", "prediction": "1", "ground_truth": "1"}) + "\n")
+    capsys.readouterr()
+    assert main(argv(out, n=3)) == 2
+    err = capsys.readouterr().err
+    assert "ids that are not in the data" in err and "41" in err and "'x7'" in err
+
+
+def test_unknown_task_strategy_and_data_are_errors_listing_valid_ones(main, tmp_path, capsys):
+    assert main(argv(tmp_path / "a", tasks="passkey,pass_key")) == 2
+    err = capsys.readouterr().err
+    assert "unknown infinitebench task 'pass_key'" in err
+    assert "valid tasks: passkey, number_string, kv_retrieval" in err
+    assert main(argv(tmp_path / "b", strategy="map_reduce")) == 2
+    err = capsys.readouterr().err
+    assert "unknown strategy 'map_reduce'" in err and "mapreduce" in err and "standard" in err
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                "scripted:passkey",
+                "--data",
+                "synthetic:lots",
+                "--output",
+                str(tmp_path / "c"),
+            ]
+        )
+        == 2
+    )
+    assert "synthetic:LENGTH" in capsys.readouterr().err
+    assert main(argv(tmp_path / "d", "--scorer", "strict")) == 2
+    assert "valid scorers: official, lenient" in capsys.readouterr().err
+    assert main(argv(tmp_path / "f", "--benchmark", "infinite_bench")) == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark 'infinite_bench'; valid benchmarks: infinitebench" in err
+    assert main(argv(tmp_path / "e", model="nosuch:model")) == 2
+    assert "unknown backend 'nosuch'" in capsys.readouterr().err
+    assert not any((tmp_path / x).exists() for x in "abcdef")  # checked before anything is written
+
+
+def test_folder_with_predictions_but_no_config_is_refused(main, tmp_path, capsys):
+    out = tmp_path / "run"
+    (out / "predictions").mkdir(parents=True)
+    (out / "predictions" / "passkey.jsonl").write_text('{"id": 0}\n')
+    assert main(argv(out)) == 2
+    assert "config.yaml is missing" in capsys.readouterr().err
+
+
+class _NoBarrier(Dist):
+    def barrier(self):  # one rank run alone, as after a crash of the others
+        pass
+
+
+def test_single_process_resume_merges_an_interrupted_sharded_run(tmp_path):
+    out = tmp_path / "run"
+    cfg = EvalConfig(
+        model="scripted:passkey", tasks=["passkey"], data="synthetic:400", limit=5, output=str(out)
+    )
+    assert run_eval(cfg, dist=_NoBarrier(rank=1, world=2), progress=False) is None
+    shard = out / "predictions" / "shards" / "passkey.rank1.jsonl"
+    assert [p["id"] for p in lines(shard)] == [1, 3]
+
+    llm = scripted.SCRIPTS["passkey"]()
+    results = run_eval(cfg, llm=llm, progress=False)
+    assert len(llm.calls) == 3  # only ids 0, 2 and 4 were still to answer
+    assert [p["id"] for p in lines(out / "predictions" / "passkey.jsonl")] == [0, 1, 2, 3, 4]
+    assert not shard.exists() and not shard.parent.exists()
+    assert results["results"]["passkey"]["n"] == 5
+    assert results["distributed"]["shard_lines"] == {"passkey": {"rank1": 2}}
+
+
+def test_example_errors_are_recorded_not_fatal(tmp_path, monkeypatch):
+    from chunkwise.strategies.standard import Standard
+
+    def fail_on_odd(self, document, query, llm):
+        fail_on_odd.n += 1
+        if fail_on_odd.n % 2 == 0:  # the 2nd and 4th examples
+            raise BadInput("this example cannot be answered")
+        return original(self, document, query, llm)
+
+    fail_on_odd.n = 0
+    original = Standard.run
+    monkeypatch.setattr(Standard, "run", fail_on_odd)
+    cfg = EvalConfig(
+        model="scripted:passkey", data="synthetic:400", limit=4, output=str(tmp_path / "r")
+    )
+    res = run_eval(cfg, progress=False)
+    assert res["results"]["passkey"]["errors"] == 2 and res["results"]["passkey"]["score"] == 50.0
+    bad = [p for p in lines(tmp_path / "r" / "predictions" / "passkey.jsonl") if "error" in p]
+    assert [p["id"] for p in bad] == [1, 3] and all(p["prediction"] == "" for p in bad)
+
+
+def test_recipe_round_trip(tmp_path):
+    """config.yaml is itself a recipe: eval/run.py reruns it (here: resumes, nothing to do)."""
+    from chunkwise.config import load_config
+
+    out = tmp_path / "run"
+    cfg = load_config(
+        EvalConfig,
+        REPO / "recipes" / "eval" / "passkey-smoke.yaml",
+        ["--model=scripted:passkey", f"--output={out}", "--data=synthetic:400"],
+    )
+    run_eval(cfg, progress=False)
+    again = load_config(EvalConfig, out / "config.yaml")
+    assert again == cfg.resolved()
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "eval" / "run.py"),
+            "--config",
+            str(out / "config.yaml"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["scores"] == {"passkey": 100.0}
+    assert json.loads((out / "results.json").read_text())["timing"]["resumed"] is True
+
+
+def test_local_folder_of_official_files(main, tmp_path):
+    data = tmp_path / "ib"
+    data.mkdir()
+    records = [
+        {
+            "id": i,
+            "context": f"Noise. The pass key is {k}. Remember it. More noise.",
+            "input": "What is the pass key?",
+            "answer": [k],
+            "options": [],
+        }
+        for i, k in enumerate(["11111", "22222", "33333"])
+    ]
+    (data / "passkey.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "run"
+    args = [
+        "eval",
+        "--model",
+        "scripted:passkey",
+        "--tasks",
+        "passkey",
+        "--data",
+        str(data),
+        "--limit",
+        "2",
+        "--output",
+        str(out),
+        "--no-progress",
+    ]
+    assert main(args) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["data"]["passkey"] == {"source": "local", "path": str(data / "passkey.jsonl")}
+    assert res["n-samples"]["passkey"] == {"original": 3, "effective": 2}
+    assert res["results"]["passkey"]["score"] == 100.0
+    assert [p["ground_truth"] for p in lines(out / "predictions" / "passkey.jsonl")] == [
+        "11111",
+        "22222",
+    ]
