@@ -25,6 +25,9 @@ COMMANDS: dict[str, str] = {
     "demo": "demo",
     "eval": "evaluate",
     "compare": "compare",
+    "synth": "synth",
+    "train": "train",
+    "order": "order",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -56,7 +57,7 @@ class HashingEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             words = [w.lower() for w in _WORD.findall(text)]
-            feats = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+            feats = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
             counts: dict[str, int] = {}
             for f in feats:
                 counts[f] = counts.get(f, 0) + 1

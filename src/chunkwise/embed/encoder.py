@@ -97,10 +97,8 @@ class SentenceEncoder:
 
     @property
     def dim(self) -> int:
-        get = getattr(self.model, "get_embedding_dimension", None) or getattr(
-            self.model, "get_sentence_embedding_dimension"
-        )
-        return int(get())
+        get = getattr(self.model, "get_embedding_dimension", None)
+        return int(get() if get else self.model.get_sentence_embedding_dimension())
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = [t if t.strip() else " " for t in texts]

@@ -3,7 +3,8 @@
 ``get_strategy(name, **options).answer(document, query, llm) -> Answer``
 """
 
-from chunkwise.strategies import mapreduce, standard  # noqa: F401  (register)
+from chunkwise.strategies import chain_of_agents, mapreduce, standard  # noqa: F401  (register)
+from chunkwise.strategies import dtcrs, raptor, retrieval  # noqa: F401  (register)
 from chunkwise.strategies.base import (
     STRATEGIES,
     Answer,

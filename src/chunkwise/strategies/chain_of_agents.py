@@ -16,6 +16,14 @@ again with the model's tokenizer and cut to the cap when it is longer (each cut 
 the manager (the paper's footnote: giving the manager every memory, or letting the last worker
 answer, did worse).
 
+Two worker modes, chosen by the prompt set (``worker_mode``):
+
+* ``rewrite`` (chat models): the worker writes the whole new memory.
+* ``append`` (base models): the worker answers from the memory so far and its chunk, and its
+  answer is appended to the memory; the result is cut to the cap at its head (once the memory
+  is full, what was read first stays). A base model answers after "Answer:" reliably but does
+  not rewrite notes on instruction (see ``prompts/chain_of_agents/base.yaml``).
+
 A window counts prompt and completion together, so the chunk budget also reserves the worker's
 output (the memory it writes) besides the memory it reads.
 
@@ -145,15 +153,26 @@ class ChainOfAgents(Strategy):
         # no trailing spaces: a dangling space before the continuation derails base models
         return "\n".join(line.rstrip() for line in text.splitlines()).strip()
 
+    @staticmethod
+    def worker_mode(t: dict[str, Any]) -> str:
+        mode = t.get("worker_mode", "rewrite")
+        if mode not in ("rewrite", "append"):
+            raise BadInput(
+                f"prompt set {t.get('version')}: worker_mode {mode!r}; valid: rewrite, append"
+            )
+        return mode
+
     def worker_prompt(self, t: dict[str, Any], memory: str, chunk: str, query: Query) -> str:
         cap = self.memory_cap(t)
+        empty = "" if self.worker_mode(t) == "append" else t["empty_memory"]
         return self._render(
             t["worker"],
             chunk=chunk,
-            memory=memory.strip() or t["empty_memory"],
+            memory=memory.strip() or empty,
             question=query.render(),
             memory_words=max(1, int(cap * 0.7)),
             hint=t.get("hint", ""),
+            answer_prefix=query.answer_prefix or "Answer:",
         )
 
     def manager_prompt(self, t: dict[str, Any], memory: str, query: Query) -> str:
@@ -190,7 +209,15 @@ class ChainOfAgents(Strategy):
         cap = self.memory_cap(t)
         with_q = llm.prompt_tokens(self._wrap(llm, self.worker_prompt(t, "", "", query)))
         question = llm.count_tokens(query.render())
-        budget = chunk_budget(window, with_q, cap, cap)
+        try:
+            budget = chunk_budget(window, with_q, cap, cap)
+        except BadInput:
+            raise BadInput(
+                f"chain_of_agents: no room for a chunk: window {window} - instruction and "
+                f"question {with_q} - memory read {cap} - memory written {cap} tokens (and a "
+                "16-token margin) leaves nothing; use a larger --context-window, a smaller "
+                "memory_tokens or a shorter question"
+            ) from None
         if self.chunk_tokens:
             budget = min(budget, self.chunk_tokens)
         return {
@@ -245,6 +272,7 @@ class ChainOfAgents(Strategy):
             "root": ordering.root,
             "prompt_kind": kind,
             "prompt_version": t["version"],
+            "worker_mode": self.worker_mode(t),
         }
         return chunks, ordering.order, extra
 
@@ -303,7 +331,11 @@ class ChainOfAgents(Strategy):
     def _update(self, c: _Chain, out: Any, llm: LLM) -> None:
         """Take a worker's output as the new memory, under the hard cap."""
         cap = self.memory_cap(c.templates)
-        raw = _clean_memory(out.text)
+        if self.worker_mode(c.templates) == "append":
+            added = " ".join((out.text or "").split())
+            raw = f"{c.memory} {added}".strip() if added else c.memory
+        else:
+            raw = _clean_memory(out.text)
         memory, n = truncate_tokens(raw, llm, cap)
         truncated = memory != raw
         if truncated:

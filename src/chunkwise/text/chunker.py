@@ -210,7 +210,10 @@ def chunk_document(
         (s0, _, n0), (_, e1, n1) = spans[-2], spans[-1]
         budget = max(1, (n0 + n1 + 1) // 2)
         while budget < max_tokens:
-            pair = cutter.run(s0, e1, budget, 0)
+            try:
+                pair = cutter.run(s0, e1, budget, 0)
+            except BadInput:  # a smaller budget cannot hold some character: keep the cut
+                break
             if len(pair) <= 2 and all(n <= max_tokens for _, _, n in pair):
                 if min(n for _, _, n in pair) > n1:
                     spans = spans[:-2] + pair

@@ -1,0 +1,125 @@
+"""Kill a synthesis run at an arbitrary point, rerun, and get exactly the uninterrupted result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from synth_helpers import synth_llm, topic_text
+
+from chunkwise.synth import SynthConfig, run_synth, validate_record
+
+HERE = Path(__file__).resolve().parent
+
+RUNNER = """
+import sys
+from synth_helpers import synth_llm
+from chunkwise.synth import SynthConfig, run_synth
+docs, out, delay = sys.argv[1], sys.argv[2], float(sys.argv[3])
+cfg = SynthConfig(docs=docs, out=out, model="scripted:test", window=1024, questions_per_doc=2,
+                  embedder="hashing", concurrency=2, progress=False)
+run_synth(cfg, llm=synth_llm(1024, delay=delay))
+"""
+
+
+def make_docs(root: Path, n: int = 8) -> None:
+    root.mkdir(parents=True)
+    topics = ["harbor", "council", "treaty", "river", "mill", "guild", "ferry", "market", "winter"]
+    for i in range(n):
+        text = "\n\n".join(topic_text(110, t, i) for t in topics[i % 3 : i % 3 + 3])
+        (root / f"doc{i:02d}.txt").write_text(text)
+
+
+def cfg(docs: Path, out: Path) -> SynthConfig:
+    return SynthConfig(
+        docs=str(docs),
+        out=str(out),
+        model="scripted:test",
+        window=1024,
+        questions_per_doc=2,
+        embedder="hashing",
+        concurrency=2,
+        progress=False,
+    )
+
+
+def ledger_lines(out: Path) -> list[dict]:
+    path = out / "work" / "docs-part-00000-of-00001.jsonl"
+    if not path.exists():
+        return []
+    return [
+        json.loads(x) for x in path.read_bytes().decode().splitlines() if x.strip().endswith("}")
+    ]
+
+
+def records(out: Path) -> list[dict]:
+    text = (out / "data" / "part-00000-of-00001.jsonl").read_text()
+    return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+
+def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path):
+    docs = tmp_path / "docs"
+    make_docs(docs)
+    reference = tmp_path / "reference"
+    run_synth(cfg(docs, reference), llm=synth_llm(1024))
+    want = sorted((r["id"], r["question"], r["answer"]) for r in records(reference))
+    assert len(want) >= 8
+
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(docs), str(out), "0.01"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline and len(ledger_lines(out)) < 2 and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    done_before = len(ledger_lines(out))
+    assert 2 <= done_before < 8, "the run should have been killed part way"
+    assert not (out / "stats.json").exists()
+
+    stats = run_synth(cfg(docs, out), llm=synth_llm(1024))  # the rerun continues
+    lines = ledger_lines(out)
+    ids = [e["source_id"] for e in lines]
+    assert len(ids) == len(set(ids)) == 8
+    got = sorted((r["id"], r["question"], r["answer"]) for r in records(out))
+    assert got == want
+    assert all(validate_record(r) == [] for r in records(out))
+    assert stats["documents"]["total"] == 8 and stats["runs"] == 1  # the killed run never finished
+    runs = (out / "work" / "runs-part-00000-of-00001.jsonl").read_text().splitlines()
+    assert len(runs) == 1 and json.loads(runs[0])["processed"] == 8 - done_before
+
+
+def test_a_half_written_ledger_line_is_dropped_and_redone(tmp_path):
+    docs = tmp_path / "docs"
+    make_docs(docs, 3)
+    out = tmp_path / "out"
+    run_synth(cfg(docs, out), llm=synth_llm(1024))
+    ledger = out / "work" / "docs-part-00000-of-00001.jsonl"
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(b"".join(lines[:2]) + lines[2][: len(lines[2]) // 2])  # killed mid-write
+    first = {json.loads(x)["source_id"] for x in lines[:2]}
+    stats = run_synth(cfg(docs, out), llm=synth_llm(1024))
+    assert stats["documents"]["total"] == 3
+    ids = [json.loads(x)["source_id"] for x in ledger.read_text().splitlines()]
+    assert len(ids) == 3 and set(ids) >= first
+
+
+def test_rerun_of_a_finished_folder_calls_no_model(tmp_path):
+    docs = tmp_path / "docs"
+    make_docs(docs, 2)
+    out = tmp_path / "out"
+    run_synth(cfg(docs, out), llm=synth_llm(1024))
+    before = records(out)
+    again = synth_llm(1024)
+    run_synth(cfg(docs, out), llm=again)
+    assert again.calls == [] and records(out) == before
