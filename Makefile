@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embed]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embed,trees]'
 	touch $@
 
 demo: install
