@@ -151,6 +151,10 @@ def test_summary_rules():
         == "unrelated"
     )
     assert summary_problem("The harbor master counts boats each morning in a ledger.", kids) is None
+    assert (
+        summary_problem("The harbor master is a key sentence of the text above.", kids)
+        == "scaffold"
+    )
     assert clean_summary("- the harbor master\n- counts boats") == "The harbor master counts boats"
 
 

@@ -254,6 +254,9 @@ class DocumentSynth:
                 c.problem = question_problem(c.question, c.node.text, [x.question for x in kept])
                 if c.problem:
                     dropped[c.problem] += 1
+                    samples = stats["questions"].setdefault("dropped_samples", [])
+                    if len(samples) < 10:  # for reading what the model wrote, and tuning rules
+                        samples.append([c.problem, c.question])
                 elif len(kept) < k:
                     kept.append(c)
         stats["questions"]["dropped"] = dict(dropped)
@@ -284,6 +287,9 @@ class DocumentSynth:
                 problem = "no_evidence"  # no chunk gave a finding: the answer rests on nothing
             if problem:
                 dropped[problem] += 1
+                samples = stats["questions"].setdefault("dropped_samples", [])
+                if len(samples) < 10:
+                    samples.append([problem, c.question, ans.text])
                 continue
             extra = ans.stats.extra
             budget = int(extra["chunk_budget"])

@@ -173,6 +173,8 @@ _WORDS = re.compile(r"[^\W\d_]+", re.UNICODE)
 _SCAFFOLD = re.compile(
     r"^(?:key sentences|in short|summary|a short summary|question|answer)\b.*?:\s*", re.I
 )
+#: prompt scaffolding copied into a summary ("... and the value is a key sentence.")
+_LEAK = re.compile(r"\bkey sentences?\b|\bthe text above\b|\bsummary of the\b", re.I)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+", re.M)
 
 
@@ -190,7 +192,8 @@ def summary_problem(text: str, children_text: str) -> str | None:
     """Why a (cleaned) summary is unusable, or None. Rules, in order:
 
     empty; under half of its non-space characters are letters; fewer than 5 words; looping
-    (a word 3-gram seen 4+ times, or under 30% distinct words in 20+ words); unrelated (under
+    (a word 3-gram seen 4+ times, or under 30% distinct words in 20+ words); scaffold (the
+    prompt's own labels copied: "key sentence", "the text above"); unrelated (under
     a quarter of its distinct words of 4+ letters appear in the children).
     """
     if not text.strip():
@@ -201,6 +204,8 @@ def summary_problem(text: str, children_text: str) -> str | None:
     words = [w.lower() for w in _WORDS.findall(text)]
     if len(words) < 5:
         return "too_short"
+    if _LEAK.search(text):
+        return "scaffold"
     grams = Counter(zip(words, words[1:], words[2:], strict=False))
     if grams and grams.most_common(1)[0][1] >= 4:
         return "looping"

@@ -17,8 +17,9 @@ A candidate is dropped, with the reason counted, when it is:
     view: "of the following", "the above", "this passage/excerpt/paragraph/sentence", "in your
     opinion", "do you think".
 ``ungrounded``
-    fewer than half of its content words (3+ letters, not stop or question words) occur in the
-    node's text: the model asked about something the text does not talk about.
+    fewer than half of its content words occur in the node's text (content words: 3+ letters,
+    not stop words and not words any question uses, like "difference", "purpose", "example"):
+    the model asked about something the text does not talk about.
 ``duplicate``
     the same as a question already kept for the document, after lower-casing and dropping
     punctuation, or 80%+ overlap of content words.
@@ -53,6 +54,15 @@ _STOP = frozenset(
     such same other another more most less least many much few several own which who whom whose
     what when where why how whether as per via vs etc use used using make made get got
     thing things way ways kind kinds type types main mainly text document passage""".split()
+)
+#: words any question may use whatever the text says (not counted for grounding)
+_QUESTION_WORDS = frozenset(
+    """difference differences purpose example examples meaning mean means advantage advantages
+    disadvantage disadvantages role reason reasons benefit benefits importance important
+    relationship relation effect effects result results define defined definition work works
+    happen happens happened describe described explain explained name named called call known
+    different similar common possible happen significance significant called point points topic
+    topics idea ideas following describe""".split()
 )
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _LABEL = re.compile(r"^\s*(?:question|q)\s*\d*\s*[:.)-]\s*", re.I)
@@ -138,6 +148,10 @@ def _content(text: str) -> list[str]:
     return [w for w in (x.lower() for x in _WORD.findall(text)) if len(w) >= 3 and w not in _STOP]
 
 
+def _question_content(q: str) -> list[str]:
+    return [w for w in _content(q) if w not in _QUESTION_WORDS]
+
+
 def _stem_word(w: str) -> str:
     for suffix in ("ing", "es", "ed", "s"):
         if len(w) > len(suffix) + 3 and w.endswith(suffix):
@@ -170,7 +184,7 @@ def question_problem(q: str, node_text: str, kept: Sequence[str] = ()) -> str | 
         return "malformed"
     if _MISSING_CONTEXT.search(q):
         return "refers_to_missing_context"
-    content = _content(q)
+    content = _question_content(q)
     if not content:
         return "ungrounded"
     source = {_stem_word(w) for w in _content(node_text)} | {
