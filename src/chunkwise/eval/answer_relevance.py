@@ -173,7 +173,7 @@ class AnswerRelevance:
     def _requests(self, answer: str) -> list[Request]:
         template = CHAT_PROMPT if self.kind == "chat" else BASE_PROMPT
         text = template.format(answer=" ".join(answer.split()))
-        prompt: Any = [{"role": "user", "content": text}] if self.judge.chat else text
+        prompt = self.judge.as_prompt(text)
         stop = () if self.kind == "chat" else ("\n",)
         out = []
         for i in range(self.k):

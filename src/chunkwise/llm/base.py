@@ -139,6 +139,11 @@ class LLM(abc.ABC):
     def decode(self, ids: Sequence[int]) -> str:
         raise NotImplementedError(f"{type(self).__name__} exposes no token ids")
 
+    def as_prompt(self, text: str) -> Prompt:
+        """``text`` as this model should receive it: one user message for chat models, the
+        plain completion prompt for base models."""
+        return [{"role": "user", "content": text}] if self.chat else text
+
     def prompt_tokens(self, prompt: Prompt) -> int:
         """Tokens a whole prompt takes, chat template included where one applies."""
         if isinstance(prompt, str):

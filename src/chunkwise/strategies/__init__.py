@@ -3,8 +3,15 @@
 ``get_strategy(name, **options).answer(document, query, llm) -> Answer``
 """
 
-from chunkwise.strategies import chain_of_agents, mapreduce, standard  # noqa: F401  (register)
-from chunkwise.strategies import dtcrs, raptor, retrieval  # noqa: F401  (register)
+# Importing each strategy module registers it.
+from chunkwise.strategies import (  # noqa: F401
+    chain_of_agents,
+    dtcrs,
+    mapreduce,
+    raptor,
+    retrieval,
+    standard,
+)
 from chunkwise.strategies.base import (
     STRATEGIES,
     Answer,

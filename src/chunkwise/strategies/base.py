@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -206,6 +206,3 @@ def parse_strategy_args(text: str | None) -> dict[str, str]:
             raise BadInput(f"strategy argument {part!r} is not key=value")
         out[k.strip()] = v.strip()
     return out
-
-
-StrategyFactory = Callable[..., Strategy]

@@ -184,10 +184,6 @@ class ChainOfAgents(Strategy):
             answer_prefix=query.answer_prefix or "Answer:",
         )
 
-    @staticmethod
-    def _wrap(llm: LLM, text: str) -> Any:
-        return [{"role": "user", "content": text}] if llm.chat else text
-
     def _worker_params(self, t: dict[str, Any]) -> GenerationParams:
         return GenerationParams(
             max_new_tokens=self.memory_cap(t),
@@ -207,7 +203,7 @@ class ChainOfAgents(Strategy):
         """The parts of the window: instruction + question, memory in, memory out, chunk."""
         window = self.effective_window(llm)
         cap = self.memory_cap(t)
-        with_q = llm.prompt_tokens(self._wrap(llm, self.worker_prompt(t, "", "", query)))
+        with_q = llm.prompt_tokens(llm.as_prompt(self.worker_prompt(t, "", "", query)))
         question = llm.count_tokens(query.render())
         try:
             budget = chunk_budget(window, with_q, cap, cap)
@@ -296,7 +292,7 @@ class ChainOfAgents(Strategy):
             for c in live:
                 chunk = c.chunks[c.order[c.step]]
                 prompt = self.worker_prompt(c.templates, c.memory, chunk.text, c.query)
-                requests.append(Request(self._wrap(llm, prompt), self._worker_params(c.templates)))
+                requests.append(Request(llm.as_prompt(prompt), self._worker_params(c.templates)))
             outs = llm.generate(requests)
             for c, out in zip(live, outs, strict=True):
                 c.stats.add([out])
@@ -304,7 +300,7 @@ class ChainOfAgents(Strategy):
 
         requests = [
             Request(
-                self._wrap(llm, self.manager_prompt(c.templates, c.memory, c.query)),
+                llm.as_prompt(self.manager_prompt(c.templates, c.memory, c.query)),
                 self._manager_params(c.templates, c.query),
             )
             for c in chains

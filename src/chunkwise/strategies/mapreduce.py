@@ -170,7 +170,7 @@ class MapReduce(Strategy):
 
     @staticmethod
     def _request(llm: LLM, text: str, params: GenerationParams) -> Request:
-        return Request([{"role": "user", "content": text}] if llm.chat else text, params)
+        return Request(llm.as_prompt(text), params)
 
     def _template(self, name: str) -> str:
         return f"plain_{name}" if self.protocol == "plain" else name
@@ -185,7 +185,7 @@ class MapReduce(Strategy):
         want_lp = source in ("logprob", "both")
 
         map_params = self._params(p, "map", want_lp)
-        template_tokens = llm.prompt_tokens(self._wrap(llm, self.map_prompt(p, "", query)))
+        template_tokens = llm.prompt_tokens(llm.as_prompt(self.map_prompt(p, "", query)))
         budget = chunk_budget(window, template_tokens, 0, map_params.max_new_tokens)
         chunk_cap = self.chunk_tokens or int(p.templates.get("chunk_tokens", 0))
         if chunk_cap:
@@ -256,9 +256,6 @@ class MapReduce(Strategy):
             above = [r for r in records if r in best]  # document order
         stats.extra["low_confidence_dropped"] = len(records) - len(above)
         return above
-
-    def _wrap(self, llm: LLM, text: str) -> Any:
-        return [{"role": "user", "content": text}] if llm.chat else text
 
     def _record(self, out: Completion, p: _Prompts, source: str, sources: list[int]) -> Record:
         text = out.text
@@ -347,12 +344,12 @@ class MapReduce(Strategy):
     ) -> tuple[list[Record], int]:
         reduce_new = int(p.templates["reduce_max_new_tokens"])
         reduce_tokens = llm.prompt_tokens(
-            self._wrap(llm, p.render(self._template("reduce"), records="", **_q(query)))
+            llm.as_prompt(p.render(self._template("reduce"), records="", **_q(query)))
         )
         reduce_budget = chunk_budget(window, reduce_tokens, 0, reduce_new)
         collapse_params = self._params(p, "collapse", source in ("logprob", "both"))
         collapse_tokens = llm.prompt_tokens(
-            self._wrap(llm, p.render(self._template("collapse"), records="", **_q(query)))
+            llm.as_prompt(p.render(self._template("collapse"), records="", **_q(query)))
         )
         group_budget = chunk_budget(window, collapse_tokens, 0, collapse_params.max_new_tokens)
 

@@ -54,11 +54,10 @@ class Standard(Strategy):
                 .strip()
             )
 
-        def wrap(text: str):
-            return [{"role": "user", "content": text}] if llm.chat else text
-
         window = self.effective_window(llm)
-        room = chunk_budget(window, llm.prompt_tokens(wrap(render(""))), 0, params.max_new_tokens)
+        room = chunk_budget(
+            window, llm.prompt_tokens(llm.as_prompt(render(""))), 0, params.max_new_tokens
+        )
         doc, cut = middle_truncate(document, llm, room)
         stats = Stats(
             extra={
@@ -68,7 +67,7 @@ class Standard(Strategy):
                 "prompt_version": t["version"],
             }
         )
-        out = self.call(llm, [Request(wrap(render(doc)), params)], stats)[0]
+        out = self.call(llm, [Request(llm.as_prompt(render(doc)), params)], stats)[0]
         text = out.text.strip()
         if kind == "chat":
             parsed = parse_record(text, answer_only=True).answer

@@ -293,7 +293,7 @@ class TreeRun:
         self.tokens_by_kind: dict[str, int] = stats.extra.setdefault("tokens_by_kind", {})
 
     def request(self, text: str, params: GenerationParams) -> Request:
-        return Request([{"role": "user", "content": text}] if self.llm.chat else text, params)
+        return Request(self.llm.as_prompt(text), params)
 
     def call(
         self,
@@ -326,9 +326,7 @@ class TreeRun:
         return outs
 
     def prompt_tokens(self, text: str) -> int:
-        return self.llm.prompt_tokens(
-            [{"role": "user", "content": text}] if self.llm.chat else text
-        )
+        return self.llm.prompt_tokens(self.llm.as_prompt(text))
 
 
 # --------------------------------------------------------------------------------------------

@@ -42,8 +42,8 @@ class SynthPrompts:
 
 def make_request(llm: LLM, text: str, params: GenerationParams) -> Request:
     """Chat models get one user message; base models get the plain completion prompt."""
-    return Request([{"role": "user", "content": text}] if llm.chat else text, params)
+    return Request(llm.as_prompt(text), params)
 
 
 def wrap(llm: LLM, text: str) -> Any:
-    return [{"role": "user", "content": text}] if llm.chat else text
+    return llm.as_prompt(text)
