@@ -47,6 +47,57 @@ def tiny_tokenizer():
 
 
 @pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory, tiny_tokenizer) -> Path:
+    """A folder with a tiny random Llama (2 layers, width 32) and the tiny tokenizer."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(tiny_tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        pad_token_id=tiny_tokenizer.pad_token_id,
+        bos_token_id=tiny_tokenizer.bos_token_id,
+        eos_token_id=tiny_tokenizer.eos_token_id,
+    )
+    path = tmp_path_factory.mktemp("tiny-llama")
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def save_random_lora():
+    """``save(base_dir, out_dir)``: a LoRA adapter over ``base_dir`` whose random B matrices
+    change the output (as a trained one would), with chunkwise_model.json naming the base."""
+    import json
+
+    def save(base_dir: Path, out_dir: Path) -> Path:
+        import torch
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM
+
+        model = get_peft_model(
+            AutoModelForCausalLM.from_pretrained(base_dir),
+            LoraConfig(r=4, target_modules=["q_proj", "v_proj"]),
+        )
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(0, 1.0)
+        model.save_pretrained(out_dir)
+        (out_dir / "chunkwise_model.json").write_text(json.dumps({"base": f"hf:{base_dir}"}))
+        return out_dir
+
+    return save
+
+
+@pytest.fixture(scope="session")
 def gemma_tokenizer():
     """The embedded model's real tokenizer (262K vocabulary), without the model."""
     from transformers import AutoTokenizer

@@ -28,42 +28,11 @@ def one_thread():
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory, tiny_tokenizer):
+def checkpoints(tmp_path_factory, tiny_llama, tiny_tokenizer, save_random_lora):
     """(full-weights folder, adapter folder) as a training run would leave them."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(tiny_tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        pad_token_id=tiny_tokenizer.pad_token_id,
-        bos_token_id=tiny_tokenizer.bos_token_id,
-        eos_token_id=tiny_tokenizer.eos_token_id,
-    )
-    root = tmp_path_factory.mktemp("ckpt")
-    full = root / "full"
-    LlamaForCausalLM(cfg).save_pretrained(full)
-    tiny_tokenizer.save_pretrained(full)
-
-    peft_model = get_peft_model(
-        LlamaForCausalLM.from_pretrained(full), LoraConfig(r=4, target_modules=["q_proj", "v_proj"])
-    )
-    with torch.no_grad():  # a trained adapter changes the output; make this one do so too
-        for name, p in peft_model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0, 1.0)
-    adapter = root / "lora"
-    peft_model.save_pretrained(adapter)
+    adapter = save_random_lora(tiny_llama, tmp_path_factory.mktemp("ckpt") / "lora")
     tiny_tokenizer.save_pretrained(adapter)
-    (adapter / "chunkwise_model.json").write_text(json.dumps({"base": f"hf:{full}"}))
-    return full, adapter
+    return tiny_llama, adapter
 
 
 def evaluate(main, model, strategy, out):

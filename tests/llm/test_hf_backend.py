@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from chunkwise.llm import GenerationParams, Request, load_llm
@@ -12,31 +10,6 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
-
-
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory, tiny_tokenizer):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(tiny_tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        pad_token_id=tiny_tokenizer.pad_token_id,
-        bos_token_id=tiny_tokenizer.bos_token_id,
-        eos_token_id=tiny_tokenizer.eos_token_id,
-    )
-    model = LlamaForCausalLM(cfg)
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model.save_pretrained(path)
-    tiny_tokenizer.save_pretrained(path)
-    return path
 
 
 def test_tiny_model_loads_from_folder_and_generates(tiny_llama):
@@ -63,20 +36,8 @@ def test_chat_template_used_when_present(tiny_llama, tmp_path):
     assert load_llm(f"hf:{tmp_path / 'm'}?chat=off").chat is False
 
 
-def test_lora_adapter_by_spec_and_by_folder(tiny_llama, tmp_path):
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    base = AutoModelForCausalLM.from_pretrained(tiny_llama)
-    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
-    with torch.no_grad():  # make the adapter change the output
-        for name, p in peft_model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0, 1.0)
-    adapter = tmp_path / "adapter"
-    peft_model.save_pretrained(adapter)
-    (adapter / "chunkwise_model.json").write_text(json.dumps({"base": f"hf:{tiny_llama}"}))
+def test_lora_adapter_by_spec_and_by_folder(tiny_llama, tmp_path, save_random_lora):
+    adapter = save_random_lora(tiny_llama, tmp_path / "adapter")
 
     prompt = [Request("The sky is", GenerationParams(max_new_tokens=8))]
     plain = load_llm(f"hf:{tiny_llama}").generate(prompt)[0].text
