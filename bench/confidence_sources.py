@@ -13,8 +13,7 @@ import argparse
 import json
 import time
 
-from chunkwise.data.synthetic import generate
-from chunkwise.demo import passkey_query
+from chunkwise.data.synthetic import generate, passkey_query
 from chunkwise.eval.metrics import score_one
 from chunkwise.llm import load_llm
 from chunkwise.strategies import get_strategy
@@ -34,8 +33,9 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=8192)
     args = ap.parse_args()
     llm = load_llm(args.model)
-    records = generate("passkey", length_tokens=args.length, n=args.n, seed=1,
-                       count_tokens=llm.count_tokens)
+    records = generate(
+        "passkey", length_tokens=args.length, n=args.n, seed=1, count_tokens=llm.count_tokens
+    )
     out: dict = {"model": args.model, "length": args.length, "n": args.n, "variants": {}}
     for name, opts in VARIANTS.items():
         strategy = get_strategy("mapreduce", window=args.window, **opts)
@@ -47,9 +47,11 @@ def main() -> None:
             ok = score_one("passkey", ans.text, r["answer"]) > 0
             correct += ok
             preds.append(ans.text)
-        out["variants"][name] = {"accuracy": 100.0 * correct / len(records),
-                                 "wall_s": round(time.perf_counter() - t0, 1),
-                                 "predictions": preds}
+        out["variants"][name] = {
+            "accuracy": 100.0 * correct / len(records),
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "predictions": preds,
+        }
         print(json.dumps({name: out["variants"][name]}), flush=True)
     print(json.dumps(out))
 

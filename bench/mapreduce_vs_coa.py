@@ -22,8 +22,7 @@ import json
 import os
 import time
 
-from chunkwise.data.synthetic import generate
-from chunkwise.demo import passkey_query
+from chunkwise.data.synthetic import generate, passkey_query
 from chunkwise.eval.metrics import score_one
 from chunkwise.llm import load_llm
 from chunkwise.strategies import get_strategy

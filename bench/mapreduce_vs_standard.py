@@ -16,8 +16,7 @@ import argparse
 import json
 import time
 
-from chunkwise.data.synthetic import generate
-from chunkwise.demo import passkey_query
+from chunkwise.data.synthetic import generate, passkey_query
 from chunkwise.eval.metrics import score_one
 from chunkwise.llm import GenerationParams, Request, load_llm
 from chunkwise.strategies import get_strategy
@@ -60,7 +59,10 @@ def main() -> None:
         # Needles at depths 1/(n+1) ... n/(n+1): away from the edges that middle truncation
         # keeps, so truncation can be seen to lose them.
         records = generate(
-            "passkey", length_tokens=length, n=args.n + 2, seed=args.seed,
+            "passkey",
+            length_tokens=length,
+            n=args.n + 2,
+            seed=args.seed,
             count_tokens=llm.count_tokens,
         )[1:-1]
         doc_tokens = sum(llm.count_tokens(r["context"]) for r in records)

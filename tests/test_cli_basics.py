@@ -29,12 +29,15 @@ def test_chunk_prints_spans_that_round_trip(tmp_path, capsys):
         assert r["tokens"] <= 25
 
 
-@pytest.mark.parametrize("setup,args,needle", [
-    (None, ["/no/such/file"], "no such file"),
-    ("dir", [], "is a directory"),
-    ("empty", [], "empty"),
-    ("binary", [], "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "setup,args,needle",
+    [
+        (None, ["/no/such/file"], "no such file"),
+        ("dir", [], "is a directory"),
+        ("empty", [], "empty"),
+        ("binary", [], "not UTF-8"),
+    ],
+)
 def test_chunk_bad_input_one_line_exit_2(tmp_path, capsys, setup, args, needle):
     target = tmp_path / "x.txt"
     if setup == "dir":
@@ -60,8 +63,9 @@ def test_chunk_zero_budget_and_megabyte_line(tmp_path, capsys):
 
 
 def test_generate_and_unknown_spec(capsys):
-    code, out, _ = run(capsys, "generate", "--model", "scripted:passkey", "--prompt",
-                       "the pass key is 31415")
+    code, out, _ = run(
+        capsys, "generate", "--model", "scripted:passkey", "--prompt", "the pass key is 31415"
+    )
     assert code == 0 and out.strip() == "31415"
     code, _, err = run(capsys, "generate", "--model", "gpt:4", "--prompt", "hi")
     assert code == 2 and "Valid forms" in err
@@ -69,12 +73,31 @@ def test_generate_and_unknown_spec(capsys):
 
 def test_answer_json_and_trace(tmp_path, capsys):
     doc = tmp_path / "doc.txt"
-    doc.write_text(("Filler sentence number one. " * 30 + "\n\n") * 10
-                   + "The pass key is 27182. Remember it.\n\n" + ("More filler here. " * 30 + "\n\n") * 10)
+    doc.write_text(
+        ("Filler sentence number one. " * 30 + "\n\n") * 10
+        + "The pass key is 27182. Remember it.\n\n"
+        + ("More filler here. " * 30 + "\n\n") * 10
+    )
     trace = tmp_path / "trace.json"
-    code, out, _ = run(capsys, "answer", "--model", "scripted:passkey", "--strategy", "mapreduce",
-                       "--doc", str(doc), "--question", "What is the pass key?", "--task",
-                       "retrieval", "--context-window", "600", "--json", "--trace", str(trace))
+    code, out, _ = run(
+        capsys,
+        "answer",
+        "--model",
+        "scripted:passkey",
+        "--strategy",
+        "mapreduce",
+        "--doc",
+        str(doc),
+        "--question",
+        "What is the pass key?",
+        "--task",
+        "retrieval",
+        "--context-window",
+        "600",
+        "--json",
+        "--trace",
+        str(trace),
+    )
     assert code == 0
     res = json.loads(out)
     assert set(res) == {"answer", "stats"}
@@ -82,9 +105,29 @@ def test_answer_json_and_trace(tmp_path, capsys):
     assert res["stats"]["llm_calls"] > 2
     t = json.loads(trace.read_text())
     assert [e["stage"] for e in t["trace"]][-1] == "reduce"
-    code, _, err = run(capsys, "answer", "--model", "scripted:passkey", "--doc", str(doc),
-                       "--question", "q?", "--task", "poetry")
+    code, _, err = run(
+        capsys,
+        "answer",
+        "--model",
+        "scripted:passkey",
+        "--doc",
+        str(doc),
+        "--question",
+        "q?",
+        "--task",
+        "poetry",
+    )
     assert code == 2 and "unknown task family" in err
-    code, _, err = run(capsys, "answer", "--model", "scripted:passkey", "--doc", str(doc),
-                       "--question", "q?", "--strategy", "magic")
+    code, _, err = run(
+        capsys,
+        "answer",
+        "--model",
+        "scripted:passkey",
+        "--doc",
+        str(doc),
+        "--question",
+        "q?",
+        "--strategy",
+        "magic",
+    )
     assert code == 2 and "unknown strategy" in err

@@ -430,3 +430,39 @@ def test_local_folder_of_official_files(main, tmp_path):
         "11111",
         "22222",
     ]
+
+
+def test_tree_stats_are_summed_when_a_strategy_reports_them():
+    from chunkwise.eval.runner import _stat_block, _stat_sums
+
+    per = [
+        {
+            "llm_calls": 5,
+            "prompt_tokens": 100,
+            "completion_tokens": 10,
+            "seconds": 1.5,
+            "summary_nodes": 3,
+            "build_seconds": 0.25,
+            "llm_calls_by_kind": {"toc": 1, "summarize": 3, "answer": 1},
+        },
+        {
+            "llm_calls": 2,
+            "prompt_tokens": 50,
+            "completion_tokens": 5,
+            "seconds": 0.5,
+            "summary_nodes": 1,
+            "build_seconds": 0.5,
+            "llm_calls_by_kind": {"summarize": 1, "answer": 1},
+        },
+    ]
+    block = _stat_block(_stat_sums(per), 2)
+    assert block["summary_nodes"] == 4
+    assert block["build_seconds"] == 0.75
+    assert block["llm_calls_by_kind"] == {"toc": 1, "summarize": 4, "answer": 2}
+    assert block["per_example"]["summary_nodes"] == 2.0
+    assert block["per_example"]["llm_calls_by_kind"]["summarize"] == 2.0
+    assert block["tokens"] == 165
+    # a strategy without tree stats gets none of those keys
+    plain = _stat_block(_stat_sums([{"llm_calls": 1, "prompt_tokens": 3}]), 1)
+    assert "summary_nodes" not in plain and "llm_calls_by_kind" not in plain
+    assert plain["completion_tokens"] == 0

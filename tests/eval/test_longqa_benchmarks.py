@@ -152,3 +152,21 @@ def test_chain_of_agents_runs_through_the_runner(longqa_dir, tmp_path):
         for x in (tmp_path / "run" / "predictions" / "en_qa.jsonl").read_text().splitlines()
     ]
     assert lines[0]["prediction"] == "radium" and lines[0]["stats"]["ordering"] == "chowliu"
+
+
+def test_narrativeqa_metrics_as_scorers():
+    assert lq.score("narrativeqa", "his father", ["His father"], "bleu1") == pytest.approx(0.5)
+    assert lq.score("narrativeqa", "a b c d", ["a b c d"], "bleu4") == pytest.approx(1.0)
+    with pytest.raises(BadInput):
+        lq.score("en_mc", "B", {"letter": "B", "options": ["x", "y"]}, "bleu1")
+    from chunkwise.errors import MissingDependency
+    from chunkwise.eval import qa_metrics as qm
+
+    try:
+        qm.wordnet_corpus()
+    except MissingDependency as e:
+        pytest.skip(str(e))
+    assert (
+        lq.score("narrativeqa", "the cat sat on the mat", ["the cat sat on the mat"], "meteor")
+        > 0.99
+    )

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chunkwise.data import multihop as mh
-from chunkwise.data.synthetic import generate
-from chunkwise.demo import passkey_query
+from chunkwise.data.synthetic import generate, passkey_query
 from chunkwise.strategies import get_strategy
 
 

@@ -189,3 +189,38 @@ def test_settings_that_cannot_work_are_rejected_up_front():
         )
     with pytest.raises(BadInput, match="fanout"):
         PyramidBuilder(llm, SynthPrompts.for_llm(llm), HashingEmbedder(), PyramidConfig(fanout=1))
+
+
+def test_trim_loop_keeps_the_start_of_a_looping_summary():
+    from chunkwise.synth.pyramid import trim_loop
+
+    text = (
+        "The harbor master counts the boats every morning. He writes the numbers down. "
+        "He writes the numbers down. He writes the numbers down."
+    )
+    assert trim_loop(text) == (
+        "The harbor master counts the boats every morning. He writes the numbers down."
+    )
+    # a 3-gram repeated across different sentences stops the text before its 4th use
+    grams = "Boats come in. The boats come in early. The boats come in late. The boats come in."
+    assert trim_loop(grams) == "Boats come in. The boats come in early. The boats come in late."
+    assert trim_loop("the boats " * 5) == ""  # one sentence that loops on its own
+
+
+def test_a_looping_summary_is_trimmed_without_another_call():
+    kids_loop = (
+        " The paragraph talks about topic0 and item0 at length. It mentions item1 too."
+        " It mentions item1 too. It mentions item1 too. It mentions item1 too."
+    )
+    llm = synth_llm(2048, summary=kids_loop)
+    builder = PyramidBuilder(
+        llm,
+        SynthPrompts.for_llm(llm),
+        HashingEmbedder(),
+        PyramidConfig(window=2048, chunk_tokens=100),
+    )
+    p = builder.build(doc_of(4))
+    assert builder.report.repairs["summary_loop_trimmed"] == len(p.summary_nodes()) == 2
+    assert builder.report.summary_calls == 2  # no retries
+    for node in p.summary_nodes():
+        assert node.origin == "llm" and node.text.count("It mentions item1 too.") == 1

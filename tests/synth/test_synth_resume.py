@@ -123,3 +123,32 @@ def test_rerun_of_a_finished_folder_calls_no_model(tmp_path):
     again = synth_llm(1024)
     run_synth(cfg(docs, out), llm=again)
     assert again.calls == [] and records(out) == before
+
+
+def test_count_source_and_shard_totals(tmp_path):
+    from chunkwise.synth.build import SynthConfig, _shard_total
+    from chunkwise.synth.sources import count_source
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"d{i}.txt").write_text("text")
+    (folder / ".hidden").write_text("x")
+    assert count_source(str(folder)) == 5
+    jl = tmp_path / "docs.jsonl"
+    jl.write_text('{"text": "a"}\n\n{"text": "b"}\n')
+    assert count_source(str(jl)) == 2
+    assert count_source("org/some-dataset") is None
+    cfg = SynthConfig(docs=str(folder), out=str(tmp_path / "o"), num_shards=2, shard_index=1)
+    assert _shard_total(cfg) == 2  # items 1 and 3
+    cfg = SynthConfig(docs=str(folder), out=str(tmp_path / "o"), limit=3)
+    assert _shard_total(cfg) == 3
+
+
+def test_shards_come_from_the_launcher_unless_given():
+    from chunkwise.commands.synth import shard_from_env
+
+    assert shard_from_env(None, None, {}) == (1, 0)
+    assert shard_from_env(None, None, {"WORLD_SIZE": "4", "RANK": "2"}) == (4, 2)
+    assert shard_from_env(3, 1, {"WORLD_SIZE": "4", "RANK": "2"}) == (3, 1)
+    assert shard_from_env(3, None, {"WORLD_SIZE": "4", "RANK": "2"}) == (3, 0)

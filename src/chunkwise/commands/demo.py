@@ -1,37 +1,46 @@
-"""`chunkwise demo`: the project's main job at laptop scale."""
+"""`chunkwise demo`: the project's main job at laptop scale (see chunkwise.demo.pipeline)."""
 
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 
-HELP = "compare standard decoding and MapReduce on long passkey documents (8K window)"
+HELP = (
+    "synthesize Pyramid-Align data, LoRA-train in standard and mapreduce mode, evaluate and "
+    "compare, offline (resumes)"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="hf:default")
-    p.add_argument("--lengths", default="8000,32000,64000", help="document lengths in tokens")
-    p.add_argument("--n", type=int, default=1, help="documents per length")
-    p.add_argument("--window", type=int, default=8192, help="context window both strategies get")
+    from chunkwise.demo.sizes import SIZES
+
+    p.add_argument(
+        "--size",
+        default="small",
+        choices=list(SIZES),
+        help="smoke: minutes (CI); small: ~15 min on 2 CPU cores (make demo); full: hours",
+    )
+    p.add_argument("--out", default="runs/demo", help="folder for everything (rerun to resume)")
+    p.add_argument("--model", default="hf:default", help="teacher and base model (hf specs)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="runs/demo", help="folder for the JSON and markdown table")
+    p.add_argument("--fresh", action="store_true", help="delete --out first and start over")
 
 
 def run(args: argparse.Namespace) -> int:
-    from chunkwise.demo import run_passkey_demo, table
-    from chunkwise.errors import BadInput
+    from chunkwise.demo import Demo, get_size
+    from chunkwise.demo.summary import final_text
 
-    try:
-        lengths = tuple(int(x) for x in args.lengths.split(",") if x.strip())
-    except ValueError:
-        raise BadInput(
-            f"--lengths must be comma-separated integers, got {args.lengths!r}"
-        ) from None
-    if not lengths or min(lengths) < 100 or args.n < 1 or args.window < 256:
-        raise BadInput("need lengths >= 100 tokens, --n >= 1 and --window >= 256")
-    cells = run_passkey_demo(
-        args.model, lengths, args.n, args.window, seed=args.seed, out=Path(args.out)
+    size = get_size(args.size)
+    out = Path(args.out)
+    if args.fresh and out.exists():
+        shutil.rmtree(out)
+    print(
+        f"chunkwise demo --size {size.name}: {size.expected}; everything goes to {out} "
+        "(a rerun reuses finished stages)",
+        flush=True,
     )
-    print(table(cells, args.window))
-    print(f"\nsaved: {args.out}/passkey_demo.json, {args.out}/passkey_demo.md")
+    demo = Demo(out, size, model=args.model, seed=args.seed, echo=lambda s: print(s, flush=True))
+    demo.run()
+    print(final_text(demo))
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 HELP = "synthesize Pyramid-Align long-context SFT records with a short-context model"
 
@@ -38,8 +39,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="leaf size in tokens (default: what lets 3 leaves share one summary call)",
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--num-shards", type=int, default=1, help="split the documents over N processes")
-    p.add_argument("--shard-index", type=int, default=0, help="which shard this process runs")
+    p.add_argument(
+        "--num-shards",
+        type=int,
+        default=None,
+        help="split the documents over N processes (default: $WORLD_SIZE under accelerate/torchrun, else 1)",
+    )
+    p.add_argument(
+        "--shard-index",
+        type=int,
+        default=None,
+        help="which shard this process runs (default: $RANK, else 0)",
+    )
     p.add_argument(
         "--concurrency",
         type=int,
@@ -68,9 +79,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def shard_from_env(
+    num_shards: int | None, shard_index: int | None, env: dict[str, str] | None = None
+) -> tuple[int, int]:
+    """Explicit flags win; otherwise a launcher's ``WORLD_SIZE``/``RANK`` (accelerate launch,
+    torchrun) give each process its shard; otherwise one shard."""
+    env = dict(os.environ) if env is None else env
+    try:
+        world = int(env.get("WORLD_SIZE", "1") or 1)
+        rank = int(env.get("RANK", "0") or 0)
+    except ValueError:
+        world, rank = 1, 0
+    n = num_shards if num_shards is not None else world
+    i = shard_index if shard_index is not None else (rank if num_shards is None else 0)
+    return n, i
+
+
 def run(args: argparse.Namespace) -> int:
     from chunkwise.strategies import parse_strategy_args
     from chunkwise.synth import SynthConfig, run_synth
+
+    num_shards, shard_index = shard_from_env(args.num_shards, args.shard_index)
 
     cfg = SynthConfig(
         docs=args.docs,
@@ -81,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
         window=args.window,
         chunk_tokens=args.chunk_tokens,
         seed=args.seed,
-        num_shards=args.num_shards,
-        shard_index=args.shard_index,
+        num_shards=num_shards,
+        shard_index=shard_index,
         concurrency=args.concurrency,
         node_mix=args.node_mix,
         importance=args.importance,

@@ -432,3 +432,10 @@ def generate(
     if n <= 0:
         raise BadInput(f"n must be at least 1, got {n}")
     return gen(length_tokens=length_tokens, n=n, seed=seed, count_tokens=count_tokens)
+
+
+def passkey_query(record: dict[str, Any]) -> Any:
+    """The strategy query for a passkey record: the question, answered after a fixed prefix."""
+    from chunkwise.strategies import Query
+
+    return Query(record["input"], "retrieval", answer_prefix="The pass key is", max_answer_tokens=6)

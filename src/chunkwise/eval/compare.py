@@ -24,7 +24,14 @@ class Run:
 
 
 def load_run(path: str | Path) -> Run:
+    """One run: a ``chunkwise eval`` folder (or its results.json), or a folder whose
+    sub-folders are eval runs of one model and strategy on several benchmarks, merged into one
+    column (a task two of them share is named ``<sub-folder>/<task>``)."""
     path = Path(path)
+    if path.is_dir() and not (path / "results.json").exists():
+        parts = sorted(p for p in path.iterdir() if (p / "results.json").is_file())
+        if parts:
+            return _merged_run(path, [load_run(p) for p in parts])
     results_file = path / "results.json" if path.is_dir() else path
     if not results_file.is_file():
         raise BadInput(
@@ -46,6 +53,27 @@ def load_run(path: str | Path) -> Run:
         "aliases": {t: r.get("alias", t) for t, r in data["results"].items()},
     }
     return Run(label, results_file.parent, scores, info)
+
+
+def _merged_run(path: Path, parts: list[Run]) -> Run:
+    counts: dict[str, int] = {}
+    for part in parts:
+        for task in part.scores:
+            counts[task] = counts.get(task, 0) + 1
+    scores: dict[str, float] = {}
+    info: dict[str, Any] = {"n": {}, "aliases": {}, "parts": [str(p.path) for p in parts]}
+    for part in parts:
+        for task, value in part.scores.items():
+            name = task if counts[task] == 1 else f"{part.path.name}/{task}"
+            scores[name] = value
+            info["n"][name] = part.info["n"].get(task)
+            alias = part.info["aliases"].get(task, task)
+            info["aliases"][name] = alias if counts[task] == 1 else f"{part.path.name}/{alias}"
+    for key in ("model", "strategy", "scorer"):
+        values = {str(p.info.get(key)) for p in parts}
+        info[key] = values.pop() if len(values) == 1 else " | ".join(sorted(values))
+    info["data"] = " | ".join(str(p.info.get("data")) for p in parts)
+    return Run(path.name, path, scores, info)
 
 
 def _unique_labels(runs: list[Run]) -> None:

@@ -6,7 +6,9 @@
 
 Scorers (``--scorer``): ``official`` = ROUGE-L F1 for the open questions and exact match of the
 option letter for ``en_mc``; ``exact_match`` (SQuAD-normalised, max over references; the letter
-for ``en_mc``); ``rouge_l``. Answer relevance (the Chow–Liu paper's metric for LongQA and
+for ``en_mc``); ``rouge_l``; and NarrativeQA's other metrics for open questions, ``bleu1``,
+``bleu4`` and ``meteor`` (max over references; METEOR needs the offline WordNet from
+``make install``, see :mod:`chunkwise.eval.qa_metrics`). Answer relevance (the Chow–Liu paper's metric for LongQA and
 NarrativeQA) needs a judge model, so it runs over a finished run's predictions:
 ``python -m chunkwise.eval.answer_relevance runs/NAME/predictions/TASK.jsonl --judge SPEC``.
 
@@ -23,7 +25,9 @@ from chunkwise.errors import BadInput
 from chunkwise.eval.benchmarks import Benchmark, register_benchmark
 
 PROMPT_VERSION = "longqa-1"
-SCORERS = ("official", "exact_match", "rouge_l")
+SCORERS = ("official", "exact_match", "rouge_l", "bleu1", "bleu4", "meteor")
+#: scorers that are one of NarrativeQA's metrics (open questions only)
+NARRATIVEQA_SCORERS = ("bleu1", "bleu4", "meteor")
 QA_ANSWER_TOKENS = 64
 MC_ANSWER_TOKENS = 16
 
@@ -51,6 +55,8 @@ def score(task: str, prediction: str, ground_truth: Any, scorer: str = "official
 
         if not isinstance(ground_truth, dict) or "letter" not in ground_truth:
             raise BadInput(f"en_mc: ground truth {ground_truth!r} has no option letter")
+        if scorer in NARRATIVEQA_SCORERS:
+            raise BadInput(f"scorer {scorer!r} is for open questions, not multiple choice")
         if scorer == "rouge_l":
             return rouge_l_f1(prediction, [ground_truth.get("text", "")])
         return quality_correct(
@@ -62,6 +68,10 @@ def score(task: str, prediction: str, ground_truth: Any, scorer: str = "official
         raise BadInput(f"{task}: no reference answers in {ground_truth!r}")
     if scorer == "exact_match":
         return exact_match(prediction, refs)
+    if scorer in NARRATIVEQA_SCORERS:
+        from chunkwise.eval.qa_metrics import narrativeqa_scores
+
+        return narrativeqa_scores(prediction, refs, metrics=[scorer])[scorer]
     return rouge_l_f1(prediction, refs)
 
 

@@ -49,6 +49,11 @@ RESUME_EXEMPT = frozenset({"output", "scorer", "extract", "wandb", "wandb_projec
 
 #: stats summed over examples in results.json
 STAT_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "seconds")
+#: summed too when a strategy reports them (summary trees: nodes built, seconds building)
+OPTIONAL_STAT_KEYS = ("summary_nodes", "build_seconds")
+#: per-kind counters (``{"toc": 1, "summarize": 4, ...}``) summed key by key when present
+KIND_STAT_KEYS = ("llm_calls_by_kind", "tokens_by_kind")
+FLOAT_STAT_KEYS = frozenset({"seconds", "build_seconds"})
 
 
 @dataclass
@@ -448,7 +453,7 @@ def _finish(
     stats: dict[str, Any] = {}
     shards: dict[str, Any] = {}
     prompt_versions: set[str] = set()
-    all_stats = dict.fromkeys(STAT_KEYS, 0.0)
+    all_stats: dict[str, Any] = dict.fromkeys(STAT_KEYS, 0.0)
     for task in tasks:
         records, counts = _merge(out, task, [ex["id"] for ex in examples[task]])
         if counts:
@@ -466,11 +471,14 @@ def _finish(
             "scorer": cfg.scorer,
             "extract": cfg.extract,
         }
-        sums = {
-            k: sum(float(r.get("stats", {}).get(k, 0) or 0) for r in records) for k in STAT_KEYS
-        }
-        for k in STAT_KEYS:
-            all_stats[k] += sums[k]
+        sums = _stat_sums([r.get("stats") or {} for r in records])
+        for k, v in sums.items():
+            if isinstance(v, dict):
+                kinds = all_stats.setdefault(k, {})
+                for kind, count in v.items():
+                    kinds[kind] = kinds.get(kind, 0) + count
+            else:
+                all_stats[k] = all_stats.get(k, 0.0) + v
         stats[task] = _stat_block(sums, n)
         for r in records:
             v = r.get("stats", {}).get("prompt_version")
@@ -503,15 +511,39 @@ def _finish(
     }
 
 
-def _stat_block(sums: dict[str, float], n: int) -> dict[str, Any]:
-    block: dict[str, Any] = {
-        k: (round(v, 3) if k == "seconds" else int(v)) for k, v in sums.items()
+def _stat_sums(per_example: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sums of the always-present stats, of the optional ones some example has, and of the
+    per-kind counters (key by key)."""
+    sums: dict[str, Any] = {
+        k: sum(float(st.get(k, 0) or 0) for st in per_example) for k in STAT_KEYS
     }
+    for k in OPTIONAL_STAT_KEYS:
+        if any(k in st for st in per_example):
+            sums[k] = sum(float(st.get(k, 0) or 0) for st in per_example)
+    for k in KIND_STAT_KEYS:
+        kinds: dict[str, int] = {}
+        for st in per_example:
+            for kind, count in (st.get(k) or {}).items():
+                kinds[kind] = kinds.get(kind, 0) + int(count or 0)
+        if kinds:
+            sums[k] = kinds
+    return sums
+
+
+def _stat_block(sums: dict[str, Any], n: int) -> dict[str, Any]:
+    block: dict[str, Any] = {}
+    per_example: dict[str, Any] = {}
+    for k, v in sums.items():
+        if isinstance(v, dict):
+            block[k] = dict(v)
+            per_example[k] = {kind: round(c / n, 3) if n else 0.0 for kind, c in v.items()}
+        else:
+            block[k] = round(v, 3) if k in FLOAT_STAT_KEYS else int(v)
+            per_example[k] = round(v / n, 3) if n else 0.0
     block["tokens"] = int(sums["prompt_tokens"] + sums["completion_tokens"])
+    per_example["tokens"] = round(block["tokens"] / n, 3) if n else 0.0
     block["examples"] = n
-    block["per_example"] = {
-        k: round(v / n, 3) if n else 0.0 for k, v in {**sums, "tokens": block["tokens"]}.items()
-    }
+    block["per_example"] = per_example
     return block
 
 

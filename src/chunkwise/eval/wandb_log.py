@@ -37,7 +37,11 @@ def metrics_of(results: dict[str, Any]) -> dict[str, float]:
             out[f"eval/{task}/{key}"] = r[key]
         per = results.get("strategy_stats", {}).get(task, {}).get("per_example", {})
         for key, value in per.items():
-            out[f"eval/{task}/{key}_per_example"] = value
+            if isinstance(value, dict):  # per-kind counters: one metric per kind
+                for kind, v in value.items():
+                    out[f"eval/{task}/{key}/{kind}_per_example"] = v
+            else:
+                out[f"eval/{task}/{key}_per_example"] = value
     out["eval/average/score"] = results["average"]["score"]
     return out
 

@@ -299,7 +299,9 @@ def load(spec: ModelSpec) -> LLM:
     hf_logging.disable_progress_bar()  # our own log line says what is loading
     try:
         # A training run saves the tokenizer (with its chat template) beside an adapter.
-        tok_src = adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else path
+        tok_src = (
+            adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else path
+        )
         tokenizer = AutoTokenizer.from_pretrained(tok_src, trust_remote_code=trust)
         model = AutoModelForCausalLM.from_pretrained(
             path, dtype=dtype, attn_implementation=attn, trust_remote_code=trust
@@ -314,6 +316,9 @@ def load(spec: ModelSpec) -> LLM:
         if not (Path(adapter) / "adapter_config.json").exists():
             raise BadInput(f"adapter folder {adapter!r} has no adapter_config.json")
         model = PeftModel.from_pretrained(model, adapter)
+        if ms.bool_opt("merge", True):
+            # decoding never trains: fold B@A into the base weights (no per-layer LoRA matmuls)
+            model = model.merge_and_unload()
     model.to(device).eval()
     log.debug(
         "loaded %s in %.1f s on %s (%s, %s)",

@@ -4,7 +4,8 @@ Forms (options after ``?`` as ``key=value`` pairs joined by ``&``)::
 
     hf:default                          the embedded Gemma-3-270M (base), CPU
     hf:/path/or/hub-id                  any transformers causal LM
-    hf:BASE+adapter=/path/lora          a LoRA adapter over BASE (peft)
+    hf:BASE+adapter=/path/lora          a LoRA adapter over BASE (peft), merged into the
+                                        weights for decoding unless ?merge=off
     openai:MODEL@http://host:port/v1    any OpenAI-compatible server
     vllm:hub-id?tp=8                    offline vLLM engine, tensor parallel
     llamacpp:default | llamacpp:/m.gguf GGUF through llama-cpp-python

@@ -426,6 +426,18 @@ def run_synth(
             llm.close()
 
 
+def _shard_total(cfg: SynthConfig) -> int | None:
+    """Documents this shard will see (None when the source cannot be counted cheaply)."""
+    from chunkwise.synth.sources import count_source
+
+    n = count_source(cfg.docs)
+    if n is None:
+        return None
+    if cfg.limit is not None:
+        n = min(n, cfg.limit)
+    return len(range(cfg.shard_index, n, cfg.num_shards))
+
+
 def _process(
     cfg: SynthConfig,
     llm: LLM,
@@ -444,7 +456,7 @@ def _process(
     if cfg.progress:
         from tqdm import tqdm
 
-        bar = tqdm(desc="synth documents", unit="doc")
+        bar = tqdm(desc="synth documents", unit="doc", total=_shard_total(cfg))
 
     def work(doc: SourceDoc) -> dict[str, Any] | None:
         ctx = shared.worker() if isinstance(shared, BatchingLLM) else contextlib.nullcontext()

@@ -15,7 +15,8 @@ pyramid whose root is its leaf).
 
 Summaries go through the LLM interface, one wave per level (all groups of the level, across
 documents when a batching LLM wraps the backend). A summary that is empty, too short, mostly
-non-words, looping, scaffold text, or unrelated to its children is retried once with sampling;
+non-words, looping, scaffold text, or unrelated to its children is retried once with sampling
+(a looping one whose sentences before the loop pass these rules keeps those instead, no retry);
 if it fails again the node gets an extractive summary (its children's top sentences) and the
 repair is counted.
 """
@@ -217,6 +218,28 @@ def summary_problem(text: str, children_text: str) -> str | None:
         if len(content & source) < 0.25 * len(content):
             return "unrelated"
     return None
+
+
+def trim_loop(text: str) -> str:
+    """The sentences of ``text`` before it starts repeating itself: stops at the first sentence
+    seen before (by its words) or the first that would make a word 3-gram occur 4 times. A
+    summary that loops after a good start keeps the start instead of costing another call."""
+    kept: list[str] = []
+    seen: set[str] = set()
+    grams: Counter[tuple[str, ...]] = Counter()
+    for start, end in sentence_spans(text):
+        sentence = text[start:end].strip()
+        words = [w.lower() for w in _WORDS.findall(sentence)]
+        key = " ".join(words)
+        if not key:
+            continue
+        new = Counter(zip(words, words[1:], words[2:], strict=False))
+        if key in seen or any(grams[g] + c >= 4 for g, c in new.items()):
+            break
+        seen.add(key)
+        grams.update(new)
+        kept.append(sentence)
+    return " ".join(kept)
 
 
 def _cut_to_sentence(text: str) -> str:
@@ -505,7 +528,13 @@ class PyramidBuilder:
         text = clean_summary(str(self.prompts.get("summary_prefix", "")) + raw)
         if finish == "length":
             text = _cut_to_sentence(text)
-        problem = summary_problem(text, " ".join(n.text for n in group))
+        children = " ".join(n.text for n in group)
+        problem = summary_problem(text, children)
+        if problem == "looping":
+            trimmed = trim_loop(text)
+            if trimmed and summary_problem(trimmed, children) is None:
+                self.report.repairs["summary_loop_trimmed"] += 1
+                return trimmed
         if problem:
             self.report.repairs[f"summary_rejected_{problem}"] += 1
             return None
@@ -549,4 +578,5 @@ __all__ = [
     "plan_sizes",
     "summary_calls_per_leaf",
     "summary_problem",
+    "trim_loop",
 ]

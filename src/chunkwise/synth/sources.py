@@ -137,6 +137,20 @@ def _dataset(ds: Any, name: str, text_column: str | None) -> Iterator[SourceDoc 
     return rows()
 
 
+def count_source(source: str) -> int | None:
+    """How many items :func:`iter_source` will yield for a local file or plain folder (for a
+    progress bar's total); None for datasets and hub ids (not worth opening twice)."""
+    path = Path(source).expanduser()
+    if path.is_file() and path.suffix.lower() in (".jsonl", ".json"):
+        with open(path, "rb") as f:
+            return sum(1 for line in f if line.strip())
+    if path.is_dir() and not any(
+        (path / n).exists() for n in ("dataset_info.json", "state.json", "dataset_dict.json")
+    ):
+        return sum(1 for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    return None
+
+
 def iter_source(
     source: str, *, text_column: str | None = None, split: str = "train"
 ) -> Iterator[SourceDoc | SourceSkip]:

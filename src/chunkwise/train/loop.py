@@ -614,6 +614,7 @@ def _save_final(
     summary: dict,
 ) -> None:
     from chunkwise.llm.hf import BASE_SPEC_FILE
+    from chunkwise.train.modeling import EMBEDDED_NAMES
 
     state_dict = accelerator.get_state_dict(model)  # gathers ZeRO-3 / FSDP shards (all ranks)
     if not accelerator.is_main_process:
@@ -628,6 +629,8 @@ def _save_final(
     if r.model.lora.enabled:
         if base_saved is not None:
             base = "hf:" + str(base_saved.resolve())
+        elif r.model.name_or_path in EMBEDDED_NAMES:
+            base = "hf:default"
         else:
             p = Path(r.model.name_or_path).expanduser()
             base = "hf:" + (str(p.resolve()) if p.exists() else r.model.name_or_path)

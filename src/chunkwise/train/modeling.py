@@ -136,6 +136,20 @@ def _record_texts(rec: dict) -> Iterator[str]:
                             yield r[key]
 
 
+#: ``model.name_or_path`` values naming the embedded offline model (Gemma-3-270M)
+EMBEDDED_NAMES = ("default", "hf:default")
+
+
+def local_model_path(name_or_path: str) -> str:
+    """``default`` (or ``hf:default``) -> the embedded model's converted folder (converting it
+    on first use, offline); anything else unchanged (a folder or a hub id)."""
+    if name_or_path in EMBEDDED_NAMES:
+        from chunkwise.llm.embedded import converted_dir
+
+        return str(converted_dir())
+    return name_or_path
+
+
 def build_tokenizer(recipe: Recipe, files: Sequence[Path], *, is_main: bool = True) -> Any:
     """The recipe's tokenizer with its chat template resolved.
 
@@ -163,7 +177,9 @@ def build_tokenizer(recipe: Recipe, files: Sequence[Path], *, is_main: bool = Tr
                 except OSError:  # another process saved it first
                     shutil.rmtree(tmp, ignore_errors=True)
     else:
-        tok = load_tokenizer(m.tokenizer or m.name_or_path, trust_remote_code=m.trust_remote_code)
+        tok = load_tokenizer(
+            local_model_path(m.tokenizer or m.name_or_path), trust_remote_code=m.trust_remote_code
+        )
     resolve_chat_template(tok, m.chat_template)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
@@ -210,7 +226,7 @@ def build_model(recipe: Recipe, tokenizer: Any, *, cuda: bool, dtype: Any) -> An
     else:
         try:
             model = AutoModelForCausalLM.from_pretrained(
-                m.name_or_path,
+                local_model_path(m.name_or_path),
                 dtype=dtype,
                 attn_implementation=attn,
                 trust_remote_code=m.trust_remote_code,

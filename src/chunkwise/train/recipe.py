@@ -33,7 +33,8 @@ class LoraConfig:
 
 @dataclass
 class ModelConfig:
-    #: local folder or hub id of the starting checkpoint (init=pretrained)
+    #: local folder or hub id of the starting checkpoint (init=pretrained); ``default`` = the
+    #: embedded offline Gemma-3-270M (what ``hf:default`` decodes with)
     name_or_path: str = ""
     #: pretrained: load name_or_path; random: build ``arch`` with fresh weights (tests, benches)
     init: Literal["pretrained", "random"] = "pretrained"

@@ -1,0 +1,84 @@
+"""`chunkwise demo --size smoke`: the whole loop with the real embedded model, end to end —
+synthesis, LoRA training in both modes through accelerate + train/sft.py, evaluation of the
+base model and both checkpoints, the comparison — then a rerun that reuses everything."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chunkwise import cli
+from chunkwise.demo.pipeline import DECODING, STAGES, TRAIN_MODES
+from chunkwise.demo.sizes import get_size
+from chunkwise.synth import validate_record
+
+
+def lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+@pytest.mark.slow
+def test_smoke_demo_produces_every_artifact_and_resumes(tmp_path, capsys):
+    out = tmp_path / "demo"
+    size = get_size("smoke")
+    assert cli.main(["demo", "--size", "smoke", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+
+    state = json.loads((out / "demo.json").read_text())
+    assert [s for s in STAGES if state["stages"][s]["status"] == "done"] == list(STAGES)
+
+    # synthesis: valid Pyramid-Align records, split by document into train / held out
+    records = [r for f in sorted((out / "synth" / "data").glob("*.jsonl")) for r in lines(f)]
+    assert records and all(validate_record(r) == [] for r in records)
+    train = lines(out / "data" / "train.jsonl")
+    heldout = lines(out / "data" / "heldout.jsonl")
+    assert len(train) + len(heldout) == len(records) and train
+    assert json.loads((out / "synth" / "stats.json").read_text())["examples"] == len(records)
+
+    # training: a LoRA adapter per mode, on the embedded base, with its loss curve and wandb run
+    for mode in TRAIN_MODES:
+        ckpt = out / "train" / mode
+        assert (ckpt / "adapter_config.json").exists()
+        assert json.loads((ckpt / "chunkwise_model.json").read_text())["base"] == "hf:default"
+        info = json.loads((ckpt / "train_info.json").read_text())
+        assert info["steps"] == size.train_steps
+        metrics = lines(ckpt / "metrics.jsonl")
+        assert len(metrics) == size.train_steps
+        assert all(m["train/loss"] > 0 for m in metrics)
+        assert list((ckpt / "wandb").glob("offline-run-*"))
+
+    # evaluation: every model x decoding has complete results, checkpoints loaded by the runner
+    for model in ("base", *(f"sft-{m}" for m in TRAIN_MODES)):
+        for strategy in DECODING:
+            res = json.loads(
+                (out / "eval" / model / strategy / "retrieval" / "results.json").read_text()
+            )
+            assert set(res["results"]) == set(size.retrieval_tasks)
+            assert all(r["n"] == size.eval_n and r["errors"] == 0 for r in res["results"].values())
+            assert res["config"]["strategy"] == strategy
+            assert res["model"]["strategy_window"] <= size.eval_window
+            if heldout:
+                res = json.loads(
+                    (out / "eval" / model / strategy / "heldout" / "results.json").read_text()
+                )
+                assert res["results"]["qa"]["n"] == min(len(heldout), size.heldout_questions)
+    spec = json.loads(
+        (out / "eval" / "sft-mapreduce" / "mapreduce" / "retrieval" / "results.json").read_text()
+    )["config"]["model"]
+    assert spec == str((out / "train" / "mapreduce").resolve())
+
+    # report: the table printed and saved, the chart a real PNG
+    png = (out / "report" / "compare.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    table = json.loads((out / "report" / "compare.json").read_text())
+    assert len(table["runs"]) == 6 and "passkey" in table["tasks"]
+    assert "| passkey |" in printed and "sft-mapreduce/mapreduce" in printed
+    assert "accelerate launch train/sft.py" in printed
+
+    # a rerun finds every stage done and changes nothing
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("results.json")}
+    assert cli.main(["demo", "--size", "smoke", "--out", str(out)]) == 0
+    again = capsys.readouterr().out
+    assert again.count("reused") == len(STAGES)
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("results.json")} == before
