@@ -19,7 +19,8 @@ def lines(path):
 
 
 @pytest.mark.slow
-def test_smoke_demo_produces_every_artifact_and_resumes(tmp_path, capsys):
+def test_smoke_demo_produces_every_artifact_and_resumes(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")  # what a user gets (the suite disables wandb)
     out = tmp_path / "demo"
     size = get_size("smoke")
     assert cli.main(["demo", "--size", "smoke", "--out", str(out)]) == 0
