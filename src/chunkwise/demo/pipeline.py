@@ -258,7 +258,7 @@ class Demo:
             train_info = json.loads(info.read_text(encoding="utf-8"))
             summary[mode] = _training_summary(out_dir, train_info)
         line = "; ".join(
-            f"{m}: {s['steps']} steps, loss {_f(s['first_loss'])} -> {_f(s['final_loss'])}"
+            f"{m}: {s['steps']} steps, loss {fmt3(s['first_loss'])} -> {fmt3(s['final_loss'])}"
             for m, s in summary.items()
         )
         return summary, line + f" (LoRA adapters in {self.out / 'train'})"
@@ -317,13 +317,12 @@ class Demo:
             todo = [c for c in configs if not (Path(c.output) / "results.json").exists()]
             if todo:
                 self.echo(f"    evaluating {label} ({spec}): {len(todo)} run(s)")
-                llm = self._teacher if spec == self.model and self._teacher else load_llm(spec)
+                llm = load_llm(spec)
                 try:
                     for cfg in todo:
                         run_eval(cfg, llm=llm)
                 finally:
-                    if llm is not self._teacher:
-                        llm.close()
+                    llm.close()
             for cfg in configs:
                 res = json.loads((Path(cfg.output) / "results.json").read_text(encoding="utf-8"))
                 for task, r in res["results"].items():
@@ -414,7 +413,7 @@ def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
-def _f(v: Any) -> str:
+def fmt3(v: Any) -> str:
     return "?" if v is None else f"{float(v):.3f}"
 
 
@@ -470,14 +469,15 @@ def _launch_training(recipe: Path, out_dir: Path, steps: int, desc: str) -> None
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.setdefault("WANDB_MODE", "offline")
     metrics = out_dir / "metrics.jsonl"
+    cmd = training_command(recipe)
     with (
         open(log_path, "a", encoding="utf-8") as logf,
         tqdm(total=steps, desc=desc, unit="step", dynamic_ncols=True) as bar,
     ):
-        logf.write(f"\n$ {' '.join(training_command(recipe))}\n")
+        logf.write(f"\n$ {' '.join(cmd)}\n")
         logf.flush()
         proc = subprocess.Popen(
-            training_command(recipe),
+            cmd,
             stdout=logf,
             stderr=subprocess.STDOUT,
             env=env,

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
-from typing import Any
 
-from chunkwise.demo.pipeline import DECODING, TRAIN_MODES, Demo
+from chunkwise.demo.pipeline import DECODING, TRAIN_MODES, Demo, fmt3
 
 
 def rerun_commands(demo: Demo) -> list[str]:
@@ -63,7 +61,7 @@ def final_text(demo: Demo) -> str:
         "",
         "Training: "
         + "; ".join(
-            f"{m} {v['steps']} steps, loss {_f(v['first_loss'])} -> {_f(v['final_loss'])}"
+            f"{m} {v['steps']} steps, loss {fmt3(v['first_loss'])} -> {fmt3(v['final_loss'])}"
             for m, v in st["training"]["summary"].items()
         ),
         "Stage seconds (this and earlier runs): "
@@ -89,17 +87,4 @@ def final_text(demo: Demo) -> str:
     return "\n".join(lines)
 
 
-def _f(v: Any) -> str:
-    return "?" if v is None else f"{float(v):.3f}"
-
-
-def artifact_paths(demo: Demo) -> dict[str, Path]:
-    out = demo.out
-    return {
-        "records": out / "synth" / "stats.json",
-        "train_data": out / "data" / "train.jsonl",
-        "png": out / "report" / "compare.png",
-    }
-
-
-__all__ = ["FULL_SCALE", "artifact_paths", "final_text", "rerun_commands"]
+__all__ = ["FULL_SCALE", "final_text", "rerun_commands"]

@@ -453,7 +453,7 @@ def _finish(
     stats: dict[str, Any] = {}
     shards: dict[str, Any] = {}
     prompt_versions: set[str] = set()
-    all_stats: dict[str, Any] = dict.fromkeys(STAT_KEYS, 0.0)
+    every_example: list[dict[str, Any]] = []
     for task in tasks:
         records, counts = _merge(out, task, [ex["id"] for ex in examples[task]])
         if counts:
@@ -471,21 +471,14 @@ def _finish(
             "scorer": cfg.scorer,
             "extract": cfg.extract,
         }
-        sums = _stat_sums([r.get("stats") or {} for r in records])
-        for k, v in sums.items():
-            if isinstance(v, dict):
-                kinds = all_stats.setdefault(k, {})
-                for kind, count in v.items():
-                    kinds[kind] = kinds.get(kind, 0) + count
-            else:
-                all_stats[k] = all_stats.get(k, 0.0) + v
-        stats[task] = _stat_block(sums, n)
+        per_example = [r.get("stats") or {} for r in records]
+        every_example.extend(per_example)
+        stats[task] = _stat_block(_stat_sums(per_example), n)
         for r in records:
             v = r.get("stats", {}).get("prompt_version")
             if v:
                 prompt_versions.add(str(v))
-    n_all = sum(per_task[t]["n"] for t in tasks)
-    stats["all"] = _stat_block(all_stats, n_all)
+    stats["all"] = _stat_block(_stat_sums(every_example), len(every_example))
     return {
         "results": per_task,
         "average": {

@@ -137,6 +137,13 @@ def _dataset(ds: Any, name: str, text_column: str | None) -> Iterator[SourceDoc 
     return rows()
 
 
+def _is_saved_dataset(path: Path) -> bool:
+    """A ``datasets.save_to_disk`` folder (a Dataset or a DatasetDict)."""
+    return any(
+        (path / n).exists() for n in ("dataset_info.json", "state.json", "dataset_dict.json")
+    )
+
+
 def count_source(source: str) -> int | None:
     """How many items :func:`iter_source` will yield for a local file or plain folder (for a
     progress bar's total); None for datasets and hub ids (not worth opening twice)."""
@@ -144,9 +151,7 @@ def count_source(source: str) -> int | None:
     if path.is_file() and path.suffix.lower() in (".jsonl", ".json"):
         with open(path, "rb") as f:
             return sum(1 for line in f if line.strip())
-    if path.is_dir() and not any(
-        (path / n).exists() for n in ("dataset_info.json", "state.json", "dataset_dict.json")
-    ):
+    if path.is_dir() and not _is_saved_dataset(path):
         return sum(1 for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
     return None
 
@@ -164,11 +169,7 @@ def iter_source(
             "dataset (save_to_disk folder or hub id)"
         )
     if path.is_dir():
-        if (
-            (path / "dataset_info.json").exists()
-            or (path / "state.json").exists()
-            or (path / "dataset_dict.json").exists()
-        ):
+        if _is_saved_dataset(path):
             import datasets
 
             ds = datasets.load_from_disk(str(path))
