@@ -124,6 +124,23 @@ def test_finished_stages_are_skipped_and_a_failure_is_recorded(tmp_path):
 
     with pytest.raises(BadInput, match="--fresh"):
         Ledger(out, get_size("small")).run()
+    # the same size name with other settings (an older chunkwise's "smoke") is refused too
+    import dataclasses
+
+    other = dataclasses.replace(get_size("smoke"), documents=2)
+    with pytest.raises(BadInput, match="other sizes"):
+        Ledger(out, other).run()
+
+
+def test_bad_out_and_model_fail_before_any_stage(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(BadInput, match="is a file"):
+        Ledger(afile, get_size("smoke")).run()
+    bad = Ledger(tmp_path / "d", get_size("smoke"), model="openai:m@http://127.0.0.1:1/v1")
+    with pytest.raises(BadInput, match="hf:default"):
+        bad.run()
+    assert bad.calls == []
 
 
 def test_split_refuses_to_train_on_nothing(tmp_path):

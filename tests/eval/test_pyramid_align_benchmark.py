@@ -48,6 +48,14 @@ def test_loads_records_and_skips_invalid_ones(records_file, tmp_path):
         bench.parse_data(str(tmp_path / "missing"))
     with pytest.raises(BadInput):
         bench.load("summaries", files)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(BadInput, match="empty.jsonl"):
+        bench.load("qa", bench.parse_data(str(empty)))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"id": "a", "document": "x"\nnot json\n{"id": "b", "question": "q?"}\n')
+    with pytest.raises(BadInput, match="broken.jsonl.*1 incomplete"):
+        bench.load("qa", bench.parse_data(str(broken)))
 
 
 def test_scores_against_the_teacher_answers_and_merges_in_compare(records_file, tmp_path):

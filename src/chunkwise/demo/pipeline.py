@@ -75,18 +75,27 @@ class Demo:
         return self.out / "demo.json"
 
     def load_state(self) -> None:
-        want = {"size": self.size.name, "model": self.model, "seed": self.seed}
+        """Start a ledger in --out, or check that the one there is for this same demo (its
+        model, seed and every setting of its size) before reusing its finished stages."""
+        if self.out.exists() and not self.out.is_dir():
+            raise BadInput(f"--out {self.out} is a file; give a folder (new or a demo run's)")
+        _base_name(self.model)  # a model the demo cannot train fails before any stage runs
+        # the size as JSON reads it back (tuples become lists), so a reloaded ledger compares equal
+        sizes = json.loads(json.dumps(self.size.to_dict()))
+        want = {"size": self.size.name, "model": self.model, "seed": self.seed, "sizes": sizes}
         if self.state_file.exists():
             state = json.loads(self.state_file.read_text(encoding="utf-8"))
             have = {k: state.get(k) for k in want}
             if have != want:
+                changed = ", ".join(k for k in want if have[k] != want[k])
                 raise BadInput(
-                    f"{self.out} holds a demo run with {have}, not {want}: pass another --out "
+                    f"{self.out} holds a demo run with other {changed} "
+                    f"({ {k: have[k] for k in want if k != 'sizes'} }): pass another --out "
                     "(or --fresh to start this folder over)"
                 )
             self.state = state
         else:
-            self.state = {**want, "sizes": self.size.to_dict(), "stages": {}}
+            self.state = {**want, "stages": {}}
             self.save_state()
 
     def save_state(self) -> None:

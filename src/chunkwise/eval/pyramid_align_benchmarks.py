@@ -70,6 +70,12 @@ def load_task(
                     "source_id": rec.get("source_id"),
                 }
             )
+    if not examples:
+        raise BadInput(
+            f"no Pyramid-Align records with a document, question and answer in "
+            f"{', '.join(str(f) for f in files)} ({bad} incomplete records skipped; lines that "
+            "are not JSON are logged)"
+        )
     total = len(examples)
     if limit is not None:
         examples = examples[:limit]
