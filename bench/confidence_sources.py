@@ -4,7 +4,9 @@ documents with each confidence source (and with the confidence floor switched of
     .venv/bin/python bench/confidence_sources.py --length 16000 --n 3
 
 The base prompt set asks for no self-rated score (a 270M base model cannot follow the
-four-field protocol), so ``self`` means: no confidence at all, every finding reaches reduce.
+four-field protocol), so ``self`` means: no confidence at all, every finding reaches reduce
+(the floor keeps unscored records; ``unscored_kept`` counts them and ``confidence_source`` says
+``none``). ``off`` is the explicit no-confidence ablation.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ VARIANTS = {
     "logprob": {"confidence": "logprob"},
     "self": {"confidence": "self"},
     "logprob_no_floor": {"confidence": "logprob", "min_confidence": "0"},
+    "off": {"confidence": "off"},
 }
 
 
@@ -41,16 +44,19 @@ def main() -> None:
         strategy = get_strategy("mapreduce", window=args.window, **opts)
         t0 = time.perf_counter()
         correct = 0
-        preds = []
+        preds, sources = [], []
         for r in records:
             ans = strategy.answer(r["context"], passkey_query(r), llm)
             ok = score_one("passkey", ans.text, r["answer"]) > 0
             correct += ok
             preds.append(ans.text)
+            sources.append(ans.stats.extra.get("confidence_source"))
         out["variants"][name] = {
             "accuracy": 100.0 * correct / len(records),
+            "n": len(records),
             "wall_s": round(time.perf_counter() - t0, 1),
             "predictions": preds,
+            "confidence_source": sources,
         }
         print(json.dumps({name: out["variants"][name]}), flush=True)
     print(json.dumps(out))

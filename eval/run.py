@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     from chunkwise.eval.distributed import from_env
     from chunkwise.eval.runner import EvalConfig, run_eval
     from chunkwise.logs import setup_logging
+    from chunkwise.redact import redact
 
     setup_logging()
     try:
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         with from_env() as dist:
             results = run_eval(cfg, dist=dist, progress=not args.no_progress)
     except ChunkwiseError as e:
-        print(f"eval/run.py: error: {e}", file=sys.stderr)
+        print(f"eval/run.py: error: {redact(str(e))}", file=sys.stderr)
         return 2
     if results is not None:  # rank 0
         print(
@@ -45,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "output": results["config"]["output"],
                     "world_size": results["distributed"]["world_size"],
+                    "results": results["files"]["results"],
                     "scores": {t: r["score"] for t, r in results["results"].items()},
+                    "stderr": {t: r["score_stderr"] for t, r in results["results"].items()},
                     "average": results["average"]["score"],
                 }
             )

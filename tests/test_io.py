@@ -115,7 +115,11 @@ def test_read_jsonl_names_file_and_line(tmp_path: Path) -> None:
     assert next(it) == (1, {"id": 1})
     with pytest.raises(BadInput) as e:
         next(it)
-    assert f"{p}:2:" in str(e.value) and "skip_bad_lines" in str(e.value)
+    msg = str(e.value)
+    assert f"{p}:2:" in msg and "at column 9" in msg and "\n" not in msg
+    assert "skip_bad_lines" not in msg  # a Python argument means nothing on the command line
+    with pytest.raises(BadInput, match="pass --skip-bad-lines to skip it"):
+        list(read_jsonl(p, skip_flag="--skip-bad-lines"))
 
 
 def test_read_jsonl_refuses_non_objects_and_bad_utf8(tmp_path: Path) -> None:
@@ -149,7 +153,11 @@ def test_read_jsonl_tolerates_bom(tmp_path: Path) -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(), kids, max_size=3),
     max_leaves=8,
 )

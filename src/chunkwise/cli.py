@@ -56,7 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except ChunkwiseError as e:
-        print(f"chunkwise {args.command}: error: {e}", file=sys.stderr)
+        from chunkwise.redact import redact
+
+        print(f"chunkwise {args.command}: error: {redact(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"chunkwise {args.command}: interrupted", file=sys.stderr)

@@ -22,3 +22,11 @@ class MissingDependency(ChunkwiseError):
 
 class LLMRequestError(ChunkwiseError):
     """A backend gave up on a request after its retries."""
+
+
+class BadParams(BadInput, ValueError):
+    """Decoding settings that cannot be used (``--temperature nan``, ``top_p=2``, ...).
+
+    Also a ``ValueError``, so code that validates parameters with ``except ValueError`` keeps
+    working; uncaught, the CLI prints it as one line and exits 2 like any bad input.
+    """

@@ -3,8 +3,12 @@
 * :func:`atomic_write_text` / :func:`atomic_write_json` write a temporary file next to the
   target, fsync it and ``os.replace`` it over the target: a reader sees the old file or the new
   one, never half of either.
+* :func:`parse_json` is the one JSON parser for input: it turns every way a text can fail
+  (bad UTF-8, syntax, nesting deeper than :data:`MAX_JSON_DEPTH`, ``NaN``/``Infinity``,
+  numbers out of range) into a :class:`JSONInputError` (a ``ValueError``) with a one-line
+  message, never a ``RecursionError``. :func:`read_json` reads a whole JSON file with it.
 * :func:`read_jsonl` yields ``(line_number, record)`` and names ``file:line`` when a line is
-  not a JSON object.
+  not a JSON object (or longer than :data:`MAX_LINE_BYTES`).
 * :class:`JsonlAppender` is how every long loop writes its outputs: one line per record, flushed
   and fsynced as soon as it is written. Reopening the file after a crash drops a half-written
   last line and reports the ids already done, so a rerun skips them (see :func:`pending`).
@@ -15,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
+import re
 import tempfile
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -78,16 +84,95 @@ def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> P
     return atomic_write_bytes(path, text.encode(encoding))
 
 
+def _finite_copy(obj: Any) -> Any:
+    """``obj`` with every NaN/Infinity float replaced by ``None`` (iterative, no recursion)."""
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            c: Any = dict(v)
+        elif isinstance(v, (list, tuple)):
+            c = list(v)
+        else:
+            return v
+        todo.append(c)
+        return c
+
+    todo: list[Any] = []
+    root = fix(obj)
+    while todo:
+        c = todo.pop()
+        keys = c.keys() if isinstance(c, dict) else range(len(c))
+        for k in list(keys):
+            c[k] = fix(c[k])
+    return root
+
+
+def dumps_json(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that only writes standard JSON (what :func:`parse_json` reads back):
+    a NaN or Infinity float is written as ``null``, with a warning."""
+    kwargs.setdefault("ensure_ascii", False)
+    try:
+        return json.dumps(obj, allow_nan=False, **kwargs)
+    except ValueError as e:
+        if "Out of range float" not in str(e):
+            raise
+    log.warning("a NaN or infinite number was written as null (JSON has no such numbers)")
+    return json.dumps(_finite_copy(obj), allow_nan=False, **kwargs)
+
+
 def atomic_write_json(
     path: str | Path, obj: Any, *, indent: int | None = 2, sort_keys: bool = False
 ) -> Path:
     """Write ``obj`` as JSON (UTF-8, trailing newline) atomically.
 
     The object is serialised before the file is touched, so an unserialisable value leaves
-    the old file as it was.
+    the old file as it was. Only standard JSON is written (see :func:`dumps_json`).
     """
-    text = json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=False) + "\n"
+    text = dumps_json(obj, indent=indent, sort_keys=sort_keys) + "\n"
     return atomic_write_text(path, text)
+
+
+def _existing_ancestor(path: Path) -> Path:
+    for parent in path.parents:
+        if parent.exists():
+            return parent
+    return Path(".")  # pragma: no cover - a relative path always has "." above it
+
+
+def check_output_file(path: str | Path, what: str = "output file") -> Path:
+    """Check, before any work, that a file can be written at ``path`` later: it is not a
+    folder, and the nearest existing folder above it is a writable folder (not a file).
+    Raises a one-line :class:`BadInput` naming ``what``; creates nothing."""
+    path = Path(path)
+    if path.is_dir():
+        raise BadInput(f"{what} {path} is a folder; give a file path (a new name inside it)")
+    above = _existing_ancestor(path)
+    if not above.is_dir():
+        raise BadInput(f"{what} {path} cannot be created: {above} is a file, not a folder")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise BadInput(f"{what} {path} is not writable")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise BadInput(f"{what} {path} cannot be created: {above} is not writable")
+    return path
+
+
+def check_output_dir(path: str | Path, what: str = "output folder") -> Path:
+    """Like :func:`check_output_file` for a folder: ``path`` is a folder or can be made one."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise BadInput(f"{what} {path} is a file; give a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise BadInput(f"{what} {path} is not writable")
+        return path
+    above = _existing_ancestor(path)
+    if not above.is_dir():
+        raise BadInput(f"{what} {path} cannot be created: {above} is a file, not a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise BadInput(f"{what} {path} cannot be created: {above} is not writable")
+    return path
 
 
 def _check_readable_file(path: Path, what: str = "JSONL file") -> None:
@@ -97,50 +182,190 @@ def _check_readable_file(path: Path, what: str = "JSONL file") -> None:
         raise BadInput(f"{path} is a directory; expected a {what}")
 
 
-def _parse_line(raw: bytes) -> Any:
-    """One line as JSON; raises ValueError (json.JSONDecodeError or UnicodeDecodeError)."""
-    return json.loads(raw.decode("utf-8"))
+#: deepest nesting of arrays/objects accepted in input JSON (far below the interpreter's
+#: recursion limit, so neither parsing nor later walks of a record can overflow the stack)
+MAX_JSON_DEPTH = 256
+#: longest JSONL line read (a longer one is a bad line, read past without holding it whole)
+MAX_LINE_BYTES = 64 << 20
+
+
+class JSONInputError(ValueError):
+    """Input that is not acceptable JSON; ``str()`` is a one-line reason (no location)."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise JSONInputError(f"{name} is not valid JSON (only finite numbers are)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JSONInputError(f"number {text[:40]} is out of range")
+    return value
+
+
+#: a \\u escape of a UTF-16 surrogate: only a whole pair is a character
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _has_lone_surrogate(obj: Any) -> bool:
+    """Whether a string (or key) in ``obj`` holds half a surrogate pair, which no UTF-8 file
+    can store (writing it later would fail)."""
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        items = [node] if isinstance(node, str) else []
+        if isinstance(node, dict):
+            items = list(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        for text in items:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+    return False
+
+
+def _too_deep(obj: Any, limit: int) -> bool:
+    """Whether ``obj`` nests arrays/objects deeper than ``limit`` (iterative: no recursion)."""
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def parse_json(data: str | bytes, *, allow_nan: bool = False) -> Any:
+    """Parse one JSON text (bytes must be UTF-8); raise :class:`JSONInputError` on anything
+    unusable: bad UTF-8, bad syntax, nesting deeper than :data:`MAX_JSON_DEPTH`, and (unless
+    ``allow_nan``) ``NaN``, ``Infinity`` or numbers that overflow to them."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise JSONInputError(f"not UTF-8 (byte {e.start}: {e.reason})") from None
+    extra: dict[str, Any] = (
+        {}
+        if allow_nan
+        else {
+            "parse_constant": _reject_constant,
+            "parse_float": _finite_float,
+        }
+    )
+    try:
+        obj = json.loads(data, **extra)
+    except JSONInputError:
+        raise
+    except json.JSONDecodeError as e:
+        where = f"line {e.lineno} column {e.colno}" if e.lineno > 1 else f"column {e.colno}"
+        raise JSONInputError(f"{e.msg} at {where}") from None
+    except RecursionError:
+        raise JSONInputError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as e:  # e.g. an integer with more digits than Python converts
+        raise JSONInputError(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
+    nested = isinstance(obj, (dict, list))
+    if (
+        nested
+        and data.count("[") + data.count("{") > MAX_JSON_DEPTH
+        and _too_deep(obj, MAX_JSON_DEPTH)
+    ):
+        raise JSONInputError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(obj):
+        raise JSONInputError("a \\u escape is half a surrogate pair (not a character)")
+    return obj
+
+
+def read_json(path: str | Path, what: str = "JSON file") -> Any:
+    """The JSON value in ``path``; any problem is a one-line :class:`BadInput` naming it."""
+    path = Path(path)
+    _check_readable_file(path, what)
+    raw = path.read_bytes()
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]  # UTF-8 byte order mark
+    try:
+        return parse_json(raw)
+    except JSONInputError as e:
+        raise BadInput(f"{path}: not valid JSON ({e})") from None
+
+
+def _parse_line(raw: bytes, allow_nan: bool = False) -> Any:
+    """One line as JSON; raises :class:`JSONInputError` (a ValueError)."""
+    return parse_json(raw.rstrip(b"\r\n"), allow_nan=allow_nan)
 
 
 def _describe(e: Exception) -> str:
-    if isinstance(e, json.JSONDecodeError):
-        return f"{e.msg} at column {e.colno}"
     return str(e)
 
 
-def read_jsonl(path: str | Path, *, skip_bad_lines: bool = False) -> Iterator[tuple[int, dict]]:
+def iter_lines(f: Any, limit: int | None = None) -> Iterator[tuple[int, bytes | None]]:
+    """``(line_number, raw line)`` of a binary file; ``None`` for a line longer than
+    ``limit`` bytes (default :data:`MAX_LINE_BYTES`), read past in pieces, never held whole."""
+    limit = limit or MAX_LINE_BYTES
+    lineno = 0
+    while True:
+        raw = f.readline(limit + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = f.readline(1 << 20)
+            yield lineno, None
+            continue
+        yield lineno, raw
+
+
+def read_jsonl(
+    path: str | Path, *, skip_bad_lines: bool = False, skip_flag: str | None = None
+) -> Iterator[tuple[int, dict]]:
     """Yield ``(line_number, record)`` for every JSON object line of ``path`` (1-based).
 
-    Blank lines are skipped. A line that is not a JSON object raises :class:`BadInput` naming
-    ``file:line``, or is logged and skipped with ``skip_bad_lines=True``. A missing file or a
+    Blank lines are skipped. A line that is not a JSON object (see :func:`parse_json`), or is
+    longer than :data:`MAX_LINE_BYTES`, raises :class:`BadInput` naming ``file:line``, or is
+    logged and skipped with ``skip_bad_lines=True``. ``skip_flag`` is the command-line flag
+    that skips bad lines, named in the error when the command has one. A missing file or a
     directory raises at once, before the first record is asked for.
     """
     path = Path(path)
     _check_readable_file(path)
-    return _iter_jsonl(path, skip_bad_lines)
+    return _iter_jsonl(path, skip_bad_lines, skip_flag)
 
 
-def _iter_jsonl(path: Path, skip_bad_lines: bool) -> Iterator[tuple[int, dict]]:
+def _iter_jsonl(
+    path: Path, skip_bad_lines: bool, skip_flag: str | None = None
+) -> Iterator[tuple[int, dict]]:
+    hint = "Fix or delete that line" + (f", or pass {skip_flag} to skip it" if skip_flag else "")
     with path.open("rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]  # UTF-8 byte order mark
-            if not raw.strip():
-                continue
-            try:
-                record = _parse_line(raw)
-            except ValueError as e:
-                problem = f"not valid JSON ({_describe(e)})"
+        for lineno, raw in iter_lines(f):
+            if raw is None:
+                problem = f"longer than {MAX_LINE_BYTES:,} bytes"
             else:
-                if isinstance(record, dict):
-                    yield lineno, record
+                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]  # UTF-8 byte order mark
+                if not raw.strip():
                     continue
-                problem = f"a JSON {type(record).__name__}, not an object"
-            if not raw.endswith(b"\n"):
-                problem += "; it is the last line and has no newline, so the writer may have been interrupted"
+                try:
+                    record = _parse_line(raw)
+                except ValueError as e:
+                    problem = f"not valid JSON ({_describe(e)})"
+                else:
+                    if isinstance(record, dict):
+                        yield lineno, record
+                        continue
+                    problem = f"a JSON {type(record).__name__}, not an object"
+                if not raw.endswith(b"\n"):
+                    problem += (
+                        "; it is the last line and has no newline, so the writer may have "
+                        "been interrupted"
+                    )
             msg = f"{path}:{lineno}: {problem}"
             if not skip_bad_lines:
-                raise BadInput(f"{msg}. Fix or delete that line, or read with skip_bad_lines=True")
+                raise BadInput(f"{msg}. {hint}")
             log.warning("skipping %s", msg)
 
 
@@ -211,7 +436,8 @@ class JsonlAppender:
             complete = raw.endswith(b"\n")
             if raw.strip():
                 try:
-                    record = _parse_line(raw)
+                    # files older writers left may hold NaN (json.dumps' default): resumable
+                    record = _parse_line(raw, allow_nan=True)
                     ok = isinstance(record, dict)
                 except ValueError as e:
                     ok, problem = False, f"not valid JSON ({_describe(e)})"
@@ -282,7 +508,7 @@ class JsonlAppender:
             raise ValueError(str(e)) from None
         if rid in self.done:
             raise ValueError(f"{self.path}: {self.key}={rid!r} was already written")
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = dumps_json(record, separators=(",", ":")) + "\n"
         self._f.write(line.encode("utf-8"))
         self._sync()
         self.done.add(rid)
@@ -333,10 +559,19 @@ def pending(
 
 
 __all__ = [
+    "MAX_JSON_DEPTH",
+    "MAX_LINE_BYTES",
+    "JSONInputError",
     "JsonlAppender",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "check_output_dir",
+    "check_output_file",
+    "dumps_json",
+    "iter_lines",
+    "parse_json",
     "pending",
+    "read_json",
     "read_jsonl",
 ]

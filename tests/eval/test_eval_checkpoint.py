@@ -85,3 +85,11 @@ def test_full_weights_and_lora_checkpoints(main, checkpoints, tmp_path, strategy
         [e["output"].get("raw", e["output"].get("answer")) for e in p["trace"]] for p in lora_preds
     ]
     assert raw != raw_lora
+    # provenance: where the weights were, what they sit on, and a hash of them
+    full_p = base_res["model"]["provenance"]["checkpoint"]
+    lora_p = lora_res["model"]["provenance"]["checkpoint"]
+    assert full_p["path"] == str(full.resolve()) and full_p["kind"] == "weights"
+    assert lora_p["path"] == str(adapter.resolve()) and lora_p["kind"] == "adapter"
+    assert lora_res["model"]["provenance"]["base_model"] == f"hf:{full}"
+    assert full_p["weights"]["method"] == "full" and len(full_p["weights"]["sha256"]) == 64
+    assert full_p["weights"]["sha256"] != lora_p["weights"]["sha256"]

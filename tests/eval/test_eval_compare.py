@@ -92,3 +92,39 @@ def test_single_run_and_bad_folders(main, tmp_path, capsys):
     (tmp_path / "broken" / "results.json").write_text('{"results": {"passkey": {}}}')
     assert main(["compare", str(tmp_path / "broken")]) == 2
     assert "not a chunkwise results file" in capsys.readouterr().err
+
+
+def test_columns_scored_differently_are_marked(tmp_path):
+    a = fake_run(tmp_path, "official-n10", {"passkey": 100.0})
+    b = fake_run(tmp_path, "lenient-n2", {"passkey": 50.0})
+    data = json.loads((b / "results.json").read_text())
+    data["config"]["scorer"] = "lenient"
+    data["results"]["passkey"]["n"] = 2
+    data["templates"] = {"kind": "official", "family": "gpt4", "templates_sha256": "ab" * 32}
+    (b / "results.json").write_text(json.dumps(data))
+    t = compare([a, b])
+    assert set(t["differs"]) == {"scorer", "n", "templates"} and t["marked"] == ["lenient-n2"]
+    md = to_markdown(t)
+    assert md.splitlines()[0] == "| task | official-n10 | lenient-n2 ⚠ | average |"
+    assert "differ in scorer" in md and "passkey=2" in md and "official gpt4 abababab" in md
+    same = compare([a, fake_run(tmp_path, "again", {"passkey": 90.0})])
+    assert same["differs"] == {} and "⚠" not in to_markdown(same)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "why"),
+    [
+        ("--json", "DIR", "is a folder"),
+        ("--plot", "chart.txt", "must end in .png / .pdf / .svg"),
+        ("--plot", "FILE/chart.png", "is a file, so nothing can be made in it"),
+        ("--json", "FILE/t.json", "is a file, so nothing can be made in it"),
+    ],
+)
+def test_bad_output_paths_exit_2_before_any_work(main, tmp_path, capsys, flag, value, why):
+    run = fake_run(tmp_path, "r", {"passkey": 1.0})
+    (tmp_path / "DIR").mkdir()
+    (tmp_path / "FILE").write_text("x")
+    value = str(tmp_path / value)
+    assert main(["compare", str(run), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert why in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

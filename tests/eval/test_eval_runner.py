@@ -230,14 +230,16 @@ def test_killed_process_resumes_with_every_id_once(tmp_path):
     ids = [p["id"] for p in lines(path)]
     assert ids == list(range(7))  # every id exactly once, in data order
     results = json.loads((out / "results.json").read_text())
-    assert results["results"]["passkey"] == {
+    assert {
         "alias": "Retrieve.PassKey",
         "score": 100.0,
+        "score,none": 100.0,
+        "score_stderr,none": 0.0,
         "n": 7,
         "errors": 0,
         "scorer": "official",
         "extract": "none",
-    }
+    }.items() <= results["results"]["passkey"].items()
 
 
 def test_refuses_to_resume_a_run_with_another_config(main, tmp_path, capsys):
@@ -259,10 +261,19 @@ def test_rescoring_a_finished_run_makes_no_model_calls(main, tmp_path, monkeypat
     assert main(argv(out, n=3)) == 0
     before = (out / "predictions" / "passkey.jsonl").read_text()
     monkeypatch.setitem(scripted.SCRIPTS, "passkey", crashing_passkey(after=0))
+    first = (out / "results.json").read_text()
     assert main(argv(out, "--scorer", "lenient", n=3)) == 0  # scorer may change: no new calls
-    res = json.loads((out / "results.json").read_text())
+    assert (out / "results.json").read_text() == first  # the first scoring is kept ...
+    res = json.loads((out / "results_lenient_none.json").read_text())  # ... beside the new one
     assert res["results"]["passkey"]["scorer"] == "lenient" and res["config"]["scorer"] == "lenient"
+    assert res["files"]["results"] == "results_lenient_none.json"
     assert (out / "predictions" / "passkey.jsonl").read_text() == before
+    # the same scoring again replaces its own file, nothing else
+    assert main(argv(out, "--scorer", "lenient", n=3)) == 0
+    assert sorted(p.name for p in out.glob("results*.json")) == [
+        "results.json",
+        "results_lenient_none.json",
+    ]
 
 
 def test_predictions_for_ids_not_in_the_data_are_an_error(main, tmp_path, capsys):
@@ -466,3 +477,99 @@ def test_tree_stats_are_summed_when_a_strategy_reports_them():
     plain = _stat_block(_stat_sums([{"llm_calls": 1, "prompt_tokens": 3}]), 1)
     assert "summary_nodes" not in plain and "llm_calls_by_kind" not in plain
     assert plain["completion_tokens"] == 0
+
+
+def test_tasks_all_and_a_fractional_limit(main, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(argv(out, "--limit", "0.1", tasks="all", n=None)) == 0
+    res = json.loads((out / "results.json").read_text())
+    # synthetic data provides five tasks; 10% of the 20 it makes by default, rounded up
+    assert set(res["results"]) == {
+        "passkey",
+        "number_string",
+        "kv_retrieval",
+        "math_find",
+        "code_run",
+    }
+    assert all(r["n"] == 2 for r in res["results"].values())
+    assert res["config"]["limit"] == 0.1 and res["config"]["tasks"] == ["all"]
+    assert main(argv(tmp_path / "bad", "--limit", "1.5", n=None)) == 2
+    assert "fraction between 0 and 1" in capsys.readouterr().err
+
+
+def test_failed_examples_are_tried_again_on_rerun(main, tmp_path, monkeypatch):
+    from chunkwise.errors import BadInput
+
+    original = scripted.SCRIPTS["passkey"]
+
+    def flaky():
+        llm = original()
+        inner, calls = llm._generate, {"n": 0}
+
+        def generate(requests):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise BadInput("this example cannot be answered right now")
+            return inner(requests)
+
+        llm._generate = generate
+        return llm
+
+    out = tmp_path / "run"
+    monkeypatch.setitem(scripted.SCRIPTS, "passkey", flaky)
+    assert main(argv(out, n=3)) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["results"]["passkey"]["errors"] == 1
+    monkeypatch.setitem(scripted.SCRIPTS, "passkey", original)
+    assert main(argv(out, n=3)) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["results"]["passkey"]["errors"] == 0 and res["results"]["passkey"]["score"] == 100
+    preds = lines(out / "predictions" / "passkey.jsonl")
+    assert [p["id"] for p in preds] == [0, 1, 2] and not any("error" in p for p in preds)
+
+
+def test_results_carry_stderr_lm_eval_keys_and_hashes(main, tmp_path):
+    out = tmp_path / "run"
+    assert main(argv(out, "--log-samples", tasks="passkey,kv_retrieval", n=4)) == 0
+    res = json.loads((out / "results.json").read_text())
+    pk = res["results"]["passkey"]
+    assert pk["score,none"] == pk["score"] == 100.0 and pk["score_stderr,none"] == 0.0
+    assert pk["score_ci95"] == [100.0, 100.0]
+    assert res["higher_is_better"] == {"passkey": {"score": True}, "kv_retrieval": {"score": True}}
+    assert res["n-samples"]["passkey"] == {"original": 4, "effective": 4}
+    assert set(res["task_hashes"]) == {"passkey", "kv_retrieval"}
+    assert res["templates"] == {"kind": "chunkwise", "version": "ib-2"}
+    assert res["model"]["provenance"] == {
+        "spec": "scripted:passkey",
+        "backend": "scripted",
+        "target": "passkey",
+    }
+    pred = lines(out / "predictions" / "passkey.jsonl")[0]
+    assert pred["prompt"].endswith("What is the pass key?\nThe pass key is")
+    assert pred["raw_output"].strip() == pred["prediction"]
+    sample = lines(out / "samples" / "passkey.jsonl")[0]
+    assert sample["prompt"] == pred["prompt"] and sample["score"] == 1.0
+    assert sample["extracted"] == pred["prediction"]
+
+
+def test_bootstrap_interval_brackets_the_mean():
+    from chunkwise.eval.results import bootstrap
+
+    b = bootstrap([1.0] * 30 + [0.0] * 70, seed=0)
+    assert b["mean"] == pytest.approx(30.0)
+    assert 3.5 < b["stderr"] < 5.7  # the binomial stderr is 4.58
+    assert b["ci95"][0] < 30.0 < b["ci95"][1] and b["ci95"][1] - b["ci95"][0] > 10
+    assert bootstrap([1.0]) == {"mean": 100.0, "stderr": 0.0, "ci95": [100.0, 100.0], "rounds": 0}
+
+
+def test_data_is_checked_before_the_model_loads(main, tmp_path, capsys, monkeypatch):
+    def no_model(*a, **k):
+        raise AssertionError("the model was loaded before the data was checked")
+
+    monkeypatch.setattr("chunkwise.llm.load_llm", no_model)
+    data = tmp_path / "data"
+    data.mkdir()
+    out = tmp_path / "run"
+    assert main(["eval", "--model=scripted:passkey", f"--data={data}", f"--output={out}"]) == 2
+    assert "passkey.jsonl not found" in capsys.readouterr().err
+    assert not out.exists()

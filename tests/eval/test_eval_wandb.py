@@ -44,7 +44,14 @@ def test_offline_by_default_writes_run_files(tmp_path, monkeypatch):
         monkeypatch.delenv(key, raising=False)
     out = tmp_path / "run"
     cfg = EvalConfig(
-        model="scripted:passkey", data="synthetic:400", limit=3, wandb=True, output=str(out)
+        model="scripted:passkey",
+        data="synthetic:400",
+        limit=3,
+        wandb=True,
+        wandb_entity="my-team",
+        wandb_tags=["ckpt-16"],
+        wandb_step=16,
+        output=str(out),
     )
     run_eval(cfg, progress=False)
     assert os.environ["WANDB_MODE"] == "offline"  # never online unless the user sets it
@@ -54,9 +61,13 @@ def test_offline_by_default_writes_run_files(tmp_path, monkeypatch):
     assert len(files) == 1
     log = files[0].read_bytes()  # the offline run log: config, metrics and summary records
     assert b"scripted:passkey" in log and b"git_hash" in log and b"eval/passkey/score" in log
-    tables = list(runs[0].glob("files/media/table/eval/samples_*.table.json"))
+    assert b"my-team" in log and b"ckpt-16" in log  # entity and tags
+    assert b"eval_results" in log and b"results.json" in log  # the artifact
+    # logged at --wandb-step 16 (wandb names media files after their step)
+    tables = list(runs[0].glob("files/media/table/eval/samples_16_*.table.json"))
     assert len(tables) == 1
     table = json.loads(tables[0].read_text())
-    assert table["columns"][:6] == ["task", "id", "question", "prediction", "reference", "score"]
+    cols = table["columns"]
+    assert cols[:7] == ["task", "id", "question", "prediction", "extracted", "reference", "score"]
     assert [row[1] for row in table["data"]] == [0, 1, 2]
-    assert all(row[5] == 1.0 and row[3] == row[4] for row in table["data"])
+    assert all(row[6] == 1.0 and row[3] == row[5] for row in table["data"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -233,7 +234,14 @@ def test_every_task_builds_a_query(task, kind):
     ex = {"id": 0, "context": "...", "options": [], **EXAMPLES[task]}
     q = ib.build_query(task, ex, kind)
     assert q.question.strip()
-    assert q.max_answer_tokens == OFFICIAL_BUDGETS[task]
+    # our chat wording asks code_run for a short working-out before the number
+    chat_own = {("code_run", "chat"): 128}
+    assert q.max_answer_tokens == chat_own.get((task, kind), OFFICIAL_BUDGETS[task])
+    # the whole single-call prompt: every placeholder filled, the document slot between
+    before, after = q.frame
+    assert "{" not in before + after and (before + after).strip()
+    if kind == "base":
+        assert after.rstrip().endswith(q.answer_prefix)
     assert q.options == tuple(ex["options"])
     assert (q.answer_prefix != "") == (kind == "base")
     assert "{" not in q.question and "{" not in q.answer_prefix  # every placeholder filled
@@ -279,3 +287,44 @@ def test_answer_budget_is_capped_by_the_window():
 def test_code_run_without_a_call_is_an_error_naming_the_id():
     with pytest.raises(BadInput, match="code_run id 5"):
         ib.build_query("code_run", {"id": 5, "context": "", "input": "What now?"}, "chat")
+
+
+def _prompt(task, kind):
+    ex = {"id": 0, "context": "DOC", "options": [], **EXAMPLES[task]}
+    q = ib.build_query(task, ex, kind)
+    return q.frame[0] + "DOC" + q.frame[1]
+
+
+def test_our_prompts_say_each_instruction_once_in_the_tasks_language():
+    """The review of ib-2: the faults the first wording had stay fixed."""
+    for task in TASKS:
+        for kind in ("chat", "base"):
+            text = _prompt(task, kind)
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            assert len(lines) == len(set(lines)), (task, kind, text)  # nothing said twice
+    calc = _prompt("math_calc", "chat")
+    assert "every operation" in calc and "number only" not in calc
+    zh = _prompt("longbook_qa_chn", "chat")
+    assert not re.search(r"[A-Za-z]{3,}", zh.replace("DOC", ""))  # no English in the Chinese
+    kv = _prompt("kv_retrieval", "chat")
+    assert 'Key: "9f1c-77"' in kv and "hidden" not in kv and "JSON" in kv
+    for task in ("longbook_choice_eng", "code_debug"):
+        assert "A. " in _prompt(task, "chat") and "D. " in _prompt(task, "chat")
+    assert ib.answer_budget("code_run", kind="chat") > 5  # room for the working-out it asks
+
+
+def test_mapreduce_hints_follow_the_task_not_the_family():
+    ex = {"id": 0, "context": "", "options": [], **EXAMPLES["code_run"]}
+    assert "integer" in ib.build_query("code_run", ex, "chat").hint
+    ex = {"id": 0, "context": "", "options": [], **EXAMPLES["math_calc"]}
+    assert "every operation" in ib.build_query("math_calc", ex, "chat").hint
+
+
+def test_mapreduce_prompts_carry_the_task_hint():
+    from chunkwise.strategies.mapreduce import MapReduce
+
+    mr = MapReduce()
+    ex = {"id": 0, "context": "", "options": [], **EXAMPLES["code_run"]}
+    q = ib.build_query("code_run", ex, "chat")
+    text = mr.map_prompt(mr.prompt_set("chat", "code"), "def func_12(x): return x", q)
+    assert q.hint in text and "option letter" not in text

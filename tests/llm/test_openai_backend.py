@@ -31,7 +31,7 @@ pytestmark = pytest.mark.timeout(60)
 FAST = "backoff=0.01&backoff_max=0.05"
 
 
-def client(url: str, model: str = "m", **opts: object) -> OpenAICompatLLM:
+def client(url: str, model: str = "chunkwise", **opts: object) -> OpenAICompatLLM:
     query = "&".join([FAST, *(f"{k}={v}" for k, v in opts.items())])
     llm = load_llm(f"openai:{model}@{url}?{query}")
     assert isinstance(llm, OpenAICompatLLM)
@@ -42,7 +42,7 @@ def reqs(prompts: Sequence[str | list], **params: object) -> list[Request]:
     return [Request(p, GenerationParams(**params)) for p in prompts]  # type: ignore[arg-type]
 
 
-# -- doubles served by chunkwise.serve ------------------------------------------------------
+# -- doubles served by chunkwise.serve (as "chunkwise": they have no spec) -----------------
 def numbered() -> ScriptedLLM:
     return ScriptedLLM(
         rules=[(r"n(\d+)$", r"reply \1"), (r"say (.*)$", r"\1")],
@@ -212,19 +212,24 @@ def test_raw_openai_shapes():
         models = httpx.get(f"{url}/models").json()
         comp = httpx.post(
             f"{url}/completions",
-            json={"model": "x", "prompt": ["say a b", "say c"], "max_tokens": 5, "logprobs": 1},
+            json={
+                "model": "chunkwise",
+                "prompt": ["say a b", "say c"],
+                "max_tokens": 5,
+                "logprobs": 1,
+            },
         ).json()
         chat = httpx.post(
             f"{url}/chat/completions",
             json={
-                "model": "x",
+                "model": "chunkwise",
                 "messages": [{"role": "user", "content": "say d e"}],
                 "logprobs": True,
                 "n": 2,
             },
         ).json()
-        bad = httpx.post(f"{url}/completions", json={"model": "x"})
-        stream = httpx.post(f"{url}/completions", json={"prompt": "x", "stream": True})
+        bad = httpx.post(f"{url}/completions", json={"model": "chunkwise"})
+        stream = httpx.post(f"{url}/completions", json={"prompt": "say f", "stream": True})
         missing = httpx.post(f"{url}/nowhere", json={"prompt": "x"})
     assert models["object"] == "list" and models["data"][0]["object"] == "model"
     assert comp["object"] == "text_completion"
@@ -240,7 +245,11 @@ def test_raw_openai_shapes():
     assert {"token", "logprob", "bytes", "top_logprobs"} <= set(content[0])
     assert chat["choices"][0]["message"] == {"role": "assistant", "content": "d e"}
     assert bad.status_code == 400 and "prompt" in bad.json()["error"]["message"]
-    assert stream.status_code == 400
+    assert bad.json()["error"]["param"] == "prompt"
+    assert stream.status_code == 200 and stream.headers["content-type"].startswith(
+        "text/event-stream"
+    )
+    assert stream.text.endswith("data: [DONE]\n\n") and '"text": "f"' in stream.text
     assert missing.status_code == 404
 
 
@@ -262,12 +271,9 @@ def test_server_backend_error_is_a_500():
                 raise RuntimeError("backend exploded")
             return super()._generate(requests)
 
-    with (
-        OpenAIServer(Broken(default="fine")) as server,
-        client(server.base_url, retries=1) as llm,
-        pytest.raises(LLMRequestError) as err,
-    ):
-        llm.generate(reqs(["boom"]))
+    with OpenAIServer(Broken(default="fine")) as server, client(server.base_url, retries=1) as llm:
+        with pytest.raises(LLMRequestError) as err:
+            llm.generate(reqs(["boom"]))
         assert "HTTP 500" in str(err.value) and "backend exploded" in str(err.value)
         assert server.stats.requests == 2  # 500 is retried once, then given up
         assert llm.generate(reqs(["ok"]))[0].text == "fine"

@@ -1,13 +1,15 @@
 """vLLM and llama-cpp-python backends.
 
-Neither package is installed on CPU machines: the missing-package errors are tested for real,
-and the request/response plumbing is tested against small stand-in modules put in
+Neither package is installed in the main environment: the missing-package errors are tested
+for real, and the request/response plumbing is tested against small stand-in modules put in
 ``sys.modules`` that mimic the parts of each library's API the backends use. The real vLLM
-test needs CUDA, vllm, and a local model folder in ``CHUNKWISE_VLLM_MODEL``.
+engine (CPU) is tested in ``tests/vllm_engine`` from ``.venv-vllm`` (``make vllm``); the GPU test here
+needs CUDA, vllm, and a local model folder in ``CHUNKWISE_VLLM_MODEL``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -132,6 +134,7 @@ class FakeCompletionOutput:
     token_ids: list[int]
     logprobs: list[dict[int, Logprob]] | None
     finish_reason: str
+    stop_reason: str | int | None = None
 
 
 @dataclass
@@ -166,17 +169,18 @@ class FakeVLLMEngine:
             if len(ids) > sp.max_tokens:
                 ids, finish = ids[: sp.max_tokens], "length"
             text = self.tokenizer.decode(ids)
-            for s in sp.stop or []:
+            hit = None
+            for s in sp.stop or []:  # as vLLM: cut before the stop string, and name it
                 cut = text.find(s)
                 if cut != -1:
-                    text, finish = text[:cut], "stop"
+                    text, finish, hit = text[:cut], "stop", s
             lps = None
             if sp.logprobs:
                 lps = [{t: Logprob(-0.1 * (k + 1))} for k, t in enumerate(ids)]
             outs.append(
                 FakeRequestOutput(
                     list(prompt["prompt_token_ids"]),
-                    [FakeCompletionOutput(text, ids, lps, finish)],
+                    [FakeCompletionOutput(text, ids, lps, finish, hit)],
                 )
             )
         return outs
@@ -203,7 +207,8 @@ def fake_vllm(monkeypatch):
     return engines
 
 
-def test_vllm_engine_options(fake_vllm) -> None:
+def test_vllm_engine_options(fake_vllm, monkeypatch) -> None:
+    monkeypatch.setattr(vllm_backend, "_on_cuda", lambda: True)
     llm = load_llm("vllm:org/model?tp=4&ctx=128&gpu_mem=0.8&seed=3&eager=1")
     kw = fake_vllm[0].kwargs
     assert kw == {
@@ -224,6 +229,47 @@ def test_vllm_engine_options(fake_vllm) -> None:
     assert fake_vllm[1].kwargs["trust_remote_code"] is True
     assert "max_model_len" not in fake_vllm[1].kwargs
     assert load_llm("vllm:org/model").context_window == 64  # read from the engine
+
+
+def test_vllm_cpu_defaults_and_the_embedded_model(fake_vllm, monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(vllm_backend, "_on_cuda", lambda: False)
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    from chunkwise.llm import embedded
+
+    monkeypatch.setattr(embedded, "converted_dir", lambda: tmp_path / "gemma")
+    llm = load_llm("vllm:default")
+    kw = fake_vllm[0].kwargs
+    assert kw["model"] == str(tmp_path / "gemma") and kw["dtype"] == "bfloat16"
+    assert kw["max_model_len"] == vllm_backend.CPU_MAX_MODEL_LEN and kw["enforce_eager"] is True
+    assert "gpu_memory_utilization" not in kw and llm.chat is False  # a base model
+    assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == vllm_backend.CPU_KVCACHE_GB
+    load_llm("vllm:default?max_model_len=2048&dtype=float32&eager=0")
+    kw = fake_vllm[1].kwargs
+    assert kw["max_model_len"] == 2048 and kw["dtype"] == "float32" and "enforce_eager" not in kw
+
+
+def test_vllm_training_folder_with_an_adapter_runs_over_its_base(fake_vllm, tmp_path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "adapter_config.json").write_text(json.dumps({"r": 4, "base_model_name_or_path": "x"}))
+    (run / "chunkwise_model.json").write_text(json.dumps({"base": "hf:org/base?ctx=512"}))
+    llm = load_llm(f"vllm:{run}")
+    kw = fake_vllm[0].kwargs
+    assert kw["model"] == "org/base" and kw["max_model_len"] == 512
+    assert kw["enable_lora"] is True and kw["max_lora_rank"] == 8  # the smallest slot >= 4
+    assert llm.lora_request == ("lora", "adapter", 1, str(run))
+    (run / "chunkwise_model.json").unlink()
+    load_llm(f"vllm:{run}")
+    assert fake_vllm[1].kwargs["model"] == "x"
+
+
+def test_vllm_reports_the_stop_string(fake_vllm) -> None:
+    llm = load_llm("vllm:m?ctx=64")
+    out = llm.generate([Request("q", GenerationParams(max_new_tokens=20, stop=(" 42", "zz")))])[0]
+    assert out.text == "The answer is" and out.stop_reason == " 42"
+    assert out.finish_reason == "stop"
+    out = llm.generate([Request("q", GenerationParams(max_new_tokens=20))])[0]
+    assert out.stop_reason is None and out.text == FakeVLLMEngine.REPLY
 
 
 @pytest.mark.parametrize("bad", ["gpu_mem=1.5", "gpu_mem=lots", "tp=0", "tp=two"])
@@ -365,6 +411,8 @@ class FakeLlama:
         return self.tok.decode(ids, skip_special_tokens=True).encode("utf-8")
 
     def create_completion(self, prompt: str, **kw):
+        """As llama-cpp-python: cuts at ``stop`` strings without saying which; with
+        ``stream=True`` yields one chunk per token, the last one with the finish reason."""
         self.calls.append((prompt, kw))
         if kw.get("logprobs") and not self.kwargs.get("logits_all"):
             raise ValueError("logprobs is not supported for models created with logits_all=False")
@@ -376,6 +424,8 @@ class FakeLlama:
         if len(toks) > kw["max_tokens"]:
             toks, finish = toks[: kw["max_tokens"]], "length"
             text = "".join(toks)
+        if kw.get("stream"):
+            return self._stream(toks, finish, bool(kw.get("logprobs")))
         lp = None
         if kw.get("logprobs"):
             lp = {"tokens": toks, "token_logprobs": [-1.0] * len(toks), "top_logprobs": None}
@@ -386,6 +436,18 @@ class FakeLlama:
                 "completion_tokens": len(toks),
             },
         }
+
+    def _stream(self, toks: list[str], finish: str, logprobs: bool):
+        self.streamed = 0  # how many tokens were pulled (a closed stream stops generating)
+        for k, tok in enumerate(toks):
+            self.streamed += 1
+            lp = {"tokens": [tok], "token_logprobs": [-1.0]} if logprobs else None
+            last = k == len(toks) - 1
+            yield {
+                "choices": [
+                    {"text": tok, "finish_reason": finish if last else None, "logprobs": lp}
+                ]
+            }
 
 
 @pytest.fixture
@@ -435,12 +497,25 @@ def test_llamacpp_completion_plumbing(fake_llama_cpp) -> None:
     )
     (p0, kw0), (_, kw1) = fake_llama_cpp[0].calls
     assert p0 == "The capital of France is"
-    assert kw0 == {"max_tokens": 20, "temperature": 0.0, "top_p": 1.0, "stop": ["."]}
-    assert kw1["seed"] == 9 and kw1["top_p"] == 0.5 and kw1["stop"] is None
+    assert kw0 == {"max_tokens": 20, "temperature": 0.0, "top_p": 1.0, "stream": True}
+    assert kw1["seed"] == 9 and kw1["top_p"] == 0.5 and "stop" not in kw1
     assert outs[0].text == "Paris" and outs[0].finish_reason == "stop"
+    assert outs[0].stop_reason == "."
     assert outs[0].prompt_tokens == 1 + llm.count_tokens("The capital of France is")
     assert outs[1].finish_reason == "length" and outs[1].completion_tokens == 1
     assert outs[0].token_logprobs is None
+
+
+def test_llamacpp_names_the_stop_string_and_stops_generating(fake_llama_cpp) -> None:
+    llm = load_llm("llamacpp:default?logprobs=1")
+    params = GenerationParams(max_new_tokens=20, stop=("zz", ". And"), logprobs=True)
+    out = llm.generate([Request("Capital?", params)])[0]
+    assert out.text == "Paris" and out.stop_reason == ". And" and out.finish_reason == "stop"
+    assert fake_llama_cpp[0].streamed == 3  # 'Paris' '.' ' And': nothing pulled after the hit
+    assert out.tokens == ["Paris"] and out.token_logprobs == [-1.0]
+    out = llm.generate([Request("Capital?", GenerationParams(max_new_tokens=20))])[0]
+    assert out.text == FakeLlama.REPLY and out.stop_reason is None
+    assert out.finish_reason == "stop" and out.completion_tokens == 4
 
 
 def test_llamacpp_logprobs_need_the_option(fake_llama_cpp) -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
+from dataclasses import dataclass, field
 
 import pytest
 
 from chunkwise.llm.scripted import ScriptedLLM
 from chunkwise.strategies import Query, get_strategy
 from chunkwise.strategies.mapreduce import NO_RELEVANT, CollapseError, to_intermediate
+from chunkwise.strategies.protocol import NO_INFO
 
 NOINFO = "Extracted Information: nothing here\nRationale: unrelated\nAnswer: [NO INFORMATION]\nConfidence Score: 0"
 
@@ -65,6 +68,12 @@ def test_needle_found_and_no_info_dropped():
     m = to_intermediate(ans)
     assert len(m["map"]) == n_chunks and m["collapse"] == []
     assert [r["answer"] for r in m["map"] if not r["no_information"]] == ["4711"]
+    needle = next(r["sources"][0] for r in m["map"] if not r["no_information"])
+    assert f"Findings from part {needle + 1}:" in llm.calls[-1].prompt[0]["content"]
+    assert ans.stats.extra["map_no_answer"] == 0
+    assert all(e.round == 0 for e in ans.trace)
+    # chat models rate themselves: greedy decoding, no log-probabilities asked for
+    assert all(r.params.temperature == 0 and not r.params.logprobs for r in llm.calls)
 
 
 def test_all_chunks_no_information_reduce_still_runs_on_explicit_context():
@@ -133,6 +142,23 @@ def test_multi_round_collapse_groups_consecutive_records():
     assert len(m["collapse"]) == rounds
     covered = sorted(i for r in m["collapse"][0] for i in r["sources"])
     assert covered == list(range(ans.stats.extra["chunks"]))
+    # the collapse model's own score (4) is kept, not replaced by the inputs' (3)
+    assert all(r["confidence"] == 4 for g in m["collapse"] for r in g)
+    # every collapse call fits the window with room for its output
+    for r in llm.calls:
+        if stage_of(r) == "collapse":
+            assert llm.prompt_tokens(r.prompt) + r.params.max_new_tokens <= 1100
+            assert r.params.temperature == 0 and not r.params.logprobs
+    # collapse_prompt() (what training renders) is what the run sent
+    strat = get_strategy("mapreduce")
+    p = strat.prompt_set("chat", "qa")
+    first_round = [e for e in ans.trace if e.stage == "collapse" and e.round == 1]
+    maps = {e.inputs[0]: e for e in ans.trace if e.stage == "map"}
+    from chunkwise.strategies.protocol import Record
+
+    inputs = [Record.from_dict(maps[i].output) for i in first_round[0].inputs]
+    sent = next(r for r in llm.calls if stage_of(r) == "collapse").prompt[0]["content"]
+    assert strat.collapse_prompt(p, inputs, Query("What is the code?")) == sent
 
 
 def test_collapse_bound_raises_clear_error():
@@ -144,7 +170,7 @@ def test_collapse_bound_raises_clear_error():
         ],
         window=1100,
     )
-    with pytest.raises(CollapseError, match="collapse rounds"):
+    with pytest.raises(CollapseError, match="after 2 collapse rounds"):
         get_strategy("mapreduce", max_collapse_rounds=2).answer(
             doc_with(400, words=40), Query("What is the code?"), llm
         )
@@ -168,25 +194,94 @@ def test_oversized_record_is_truncated_with_warning(caplog):
     assert any("truncating" in r.message for r in caplog.records)
 
 
+def _stage_prompts(llm) -> dict[str, str]:
+    out = {}
+    for r in llm.calls:
+        out.setdefault(stage_of(r), r.prompt[0]["content"])
+    return out
+
+
 def test_reduce_sees_confidence_and_calibration_switch():
     llm = chat_llm(
         [(r"Part of the document", "Answer: 1\nConfidence Score: 4/5"), (r"Findings", "Answer: 1")]
     )
     get_strategy("mapreduce").answer(doc_with(3), Query("q?"), llm)
-    map_prompt = llm.calls[0].prompt[0]["content"]
-    assert "Maria" in map_prompt  # the worked calibration example
-    assert "Confidence Score: 4" in llm.calls[-1].prompt[0]["content"]
+    on = _stage_prompts(llm)
+    assert "Maria" in on["map"]  # the worked calibration example
+    assert "Maria" in on["reduce"]  # the reduce prompt carries the calibration block too
+    assert "Confidence Score: 4" in on["reduce"]
     llm.calls.clear()
     get_strategy("mapreduce", calibration=False).answer(doc_with(3), Query("q?"), llm)
-    assert "Maria" not in llm.calls[0].prompt[0]["content"]
-    assert "Confidence Score" not in llm.calls[-1].prompt[0]["content"].split("Question:")[0]
+    off = _stage_prompts(llm)
+    # calibration=false removes exactly the calibration block: same prompts otherwise
+    block = get_strategy("mapreduce").prompt_set("chat", "qa").calibration
+    assert block and "Maria" not in off["map"] + off["reduce"]
+    for stage in ("map", "reduce"):
+        assert off[stage].split() == on[stage].replace(block, "").split()
+    assert "Confidence Score: ..." in off["map"]
+    assert "Confidence Score: 4" in off["reduce"]
+    assert "higher confidence" in off["reduce"]
+
+
+def test_confidence_off_neither_asks_shows_nor_uses_a_score():
+    llm = chat_llm(
+        [(r"Part of the document", "Answer: 1\nConfidence Score: 1"), (r"Findings", "Answer: 1")]
+    )
+    ans = get_strategy("mapreduce", confidence="off", min_confidence="3").answer(
+        doc_with(3), Query("q?"), llm
+    )
+    prompts = _stage_prompts(llm)
+    assert "Confidence" not in prompts["map"] and "Maria" not in prompts["map"]
+    assert "confidence" not in prompts["reduce"].lower()
+    assert ans.stats.extra["confidence_source"] == "none"
+    assert "low_confidence_dropped" not in ans.stats.extra  # no floor without scores
+    assert all(e.output["confidence"] is None for e in ans.trace if e.stage == "map")
+
+
+@pytest.mark.parametrize("finish", ["stop", "length"])
+def test_map_output_without_answer_field_is_not_shown_as_no_information(finish):
+    # the model wrote its findings but no Answer: field (or was cut before it)
+    reply = "Extracted Information: the secret code is 4711\nRationale: stated in the text"
+    if finish == "length":
+        reply += " and " + "more " * 500
+    llm = chat_llm([(r"Part of the document", reply), (r"Findings", "Answer: 4711")])
+    ans = get_strategy("mapreduce").answer(doc_with(3), Query("What is the code?"), llm)
+    reduce_prompt = llm.calls[-1].prompt[0]["content"]
+    findings = reduce_prompt.split("Question:")[0]
+    assert NO_INFO not in findings
+    assert "the secret code is 4711" in findings
+    expected = "(cut off before an answer)" if finish == "length" else "(no answer given)"
+    assert f"Answer: {expected}" in findings
+    n = ans.stats.extra["chunks"]
+    assert ans.stats.extra["map_no_answer"] == n
+    assert ans.stats.extra["map_truncated"] == (n if finish == "length" else 0)
+
+
+def test_reduce_cut_before_answer_does_not_return_the_rationale():
+    ok = "Extracted Information: code 4711\nRationale: r\nAnswer: 4711\nConfidence Score: 5"
+    long_rationale = "Rationale: " + "thinking " * 400
+    llm = chat_llm([(r"Part of the document", ok), (r"Findings", long_rationale)])
+    ans = get_strategy("mapreduce").answer(doc_with(3), Query("What is the code?"), llm)
+    assert ans.text == ""
+    assert ans.stats.extra["reduce_no_answer"] and ans.stats.extra["reduce_truncated"]
+    assert ans.trace[-1].output["finish_reason"] == "length"
 
 
 def test_plain_protocol_ablation_uses_free_text_notes():
-    llm = chat_llm([(r"Write short notes", "The code is 4711."), (r"Using the notes", "4711")])
-    ans = get_strategy("mapreduce", protocol="plain").answer(doc_with(3), Query("code?"), llm)
+    llm = chat_llm(
+        [
+            (r"Using the notes", "4711"),
+            (r"===== Part of the document =====\nfiller0w0", "The code is 4711."),
+            (r"Write short notes", "[NO INFORMATION]"),
+        ]
+    )
+    ans = get_strategy("mapreduce", protocol="plain", chunk_tokens=70).answer(
+        doc_with(3), Query("code?"), llm
+    )
     assert ans.text == "4711"
-    assert "The code is 4711." in llm.calls[-1].prompt[0]["content"]
+    reduce_prompt = llm.calls[-1].prompt[0]["content"]
+    assert "The code is 4711." in reduce_prompt and NO_INFO not in reduce_prompt
+    assert ans.stats.extra["map_no_information"] == 2
 
 
 def test_base_prompts_for_base_models_and_logprob_confidence_absent():
@@ -215,3 +310,199 @@ def test_bad_options_are_clear():
         get_strategy("mapreduce", chunks=3)
     with pytest.raises(BadInput, match="unknown strategy"):
         get_strategy("nope")
+
+
+# -- the confidence arithmetic: each mechanism has a test that fails when it is switched off --
+
+
+@dataclass
+class ProbLLM(ScriptedLLM):
+    """The scripted double plus per-token log-probabilities: every token of a reply gets the
+    probability ``probs[reply.strip()]`` (default 0.5)."""
+
+    probs: dict[str, float] = field(default_factory=dict)
+
+    def _generate(self, requests):
+        outs = super()._generate(requests)
+        for out in outs:
+            p = self.probs.get(out.text.strip(), 0.5)
+            out.tokens = self._pieces(out.text)
+            out.token_logprobs = [math.log(p)] * len(out.tokens)
+        return outs
+
+
+def per_chunk_llm(confs: dict[int, float | None], chat: bool = True, reduce_reply="Answer: R"):
+    """Chunk i (one paragraph each with chunk_tokens=70) answers A<i> with confidence confs[i];
+    chunks not in ``confs`` say NO INFORMATION."""
+
+    def map_reply(m: re.Match) -> str:
+        i = int(m.group(1))
+        if i not in confs:
+            return NOINFO if chat else "NO INFORMATION"
+        if not chat:
+            return f"A{i}"
+        c = confs[i]
+        tail = "" if c is None else f"\nConfidence Score: {c}"
+        return f"Extracted Information: fact {i}\nRationale: r\nAnswer: A{i}{tail}"
+
+    map_rx = (
+        r"Part of the document =====\n\D*?filler(\d+)w0"
+        if chat
+        else r"^\D*?filler(\d+)w0(?:(?!Question:).)*Question"
+    )
+    rules = [(map_rx, map_reply), (r"Findings from|of the text says", reduce_reply)]
+    llm = (ScriptedLLM if chat else ProbLLM)(rules=rules, default=NOINFO, window=1024)
+    llm.chat = chat
+    return llm
+
+
+def reduce_answers(llm) -> list[str]:
+    """The findings' answers in the order the reduce prompt lists them."""
+    p = llm.calls[-1].prompt
+    text = p[0]["content"] if isinstance(p, list) else p
+    return re.findall(r"\b(A\d+)\b", text.split("Question:")[0])
+
+
+def run_mr(llm, n=6, **opts):
+    return get_strategy("mapreduce", chunk_tokens=70, **opts).answer(
+        doc_with(n), Query("What is it?"), llm
+    )
+
+
+def test_confidence_floor_drops_low_scored_records():
+    llm = per_chunk_llm({0: 4, 1: 2, 2: 5, 3: 1, 4: 3})
+    ans = run_mr(llm, min_confidence="3")
+    assert ans.stats.extra["chunks"] == 6
+    assert reduce_answers(llm) == ["A0", "A2", "A4"]  # a score at the floor passes
+    assert ans.stats.extra["low_confidence_dropped"] == 2
+    llm.calls.clear()
+    run_mr(llm, min_confidence="0")
+    assert reduce_answers(llm) == ["A0", "A1", "A2", "A3", "A4"]
+    low = per_chunk_llm({0: 0.2, 1: 0.7})
+    run_mr(low, min_confidence="0.5")
+    assert reduce_answers(low) == ["A1"]
+    chat_default = per_chunk_llm({0: 0.5, 1: 4})
+    run_mr(chat_default)  # chat prompt sets have no floor
+    assert reduce_answers(chat_default) == ["A0", "A1"]
+
+
+def test_keep_when_all_low_keeps_the_most_confident_in_document_order():
+    five = per_chunk_llm({0: 1, 1: 2.5, 2: 0.5, 3: 2, 4: 1.5})
+    run_mr(five, min_confidence="3")  # default: the three most confident
+    assert reduce_answers(five) == ["A1", "A3", "A4"]
+    llm = per_chunk_llm({0: 1, 1: 2.5, 2: 0.5, 3: 2})
+    run_mr(llm, min_confidence="3", keep_when_all_low=2)
+    assert reduce_answers(llm) == ["A1", "A3"]
+    llm.calls.clear()
+    run_mr(llm, min_confidence="3", keep_when_all_low=0)
+    assert reduce_answers(llm) == []
+
+
+@pytest.mark.parametrize("policy", ["keep", "drop"])
+def test_unscored_records_are_counted_and_treated_as_the_option_says(policy):
+    llm = per_chunk_llm({0: 4, 1: None, 2: 1})
+    ans = run_mr(llm, min_confidence="3", unscored=policy)
+    assert reduce_answers(llm) == (["A0", "A1"] if policy == "keep" else ["A0"])
+    assert ans.stats.extra[f"unscored_{'kept' if policy == 'keep' else 'dropped'}"] == 1
+    assert ans.stats.extra["unscored_records"] == 1
+    assert ans.stats.extra["confidence_source"] == "self+none"
+
+
+def test_stats_do_not_claim_logprob_when_the_backend_gave_none():
+    llm = per_chunk_llm({0: 4}, chat=False, reduce_reply="A0")
+    plain = ScriptedLLM(rules=llm.rules, default="NO INFORMATION")  # no log-probabilities
+    ans = run_mr(plain, n=3, min_confidence="0")
+    assert ans.stats.extra["confidence_requested"] == "logprob"
+    assert ans.stats.extra["confidence_source"] == "none"
+    ans = run_mr(llm, n=3, min_confidence="0")
+    assert ans.stats.extra["confidence_source"] == "logprob"
+
+
+def test_logprob_confidence_is_five_times_the_mean_answer_token_probability():
+    llm = per_chunk_llm({0: 0, 1: 0}, chat=False, reduce_reply="A1")
+    llm.probs = {"A0": 0.9, "A1": 0.3}
+    ans = run_mr(llm, n=2, min_confidence="0")
+    confs = [e.output["confidence"] for e in ans.trace if e.stage == "map"]
+    assert confs == [pytest.approx(4.5), pytest.approx(1.5)]
+    # log-probabilities are asked for in map only; reduce shows the scores
+    assert [r.params.logprobs for r in llm.calls] == [True, True, False]
+    assert "(confidence 4.5 of 5)" in llm.calls[-1].prompt
+    # and the base floor (3.5) keeps only the probable one
+    llm.calls.clear()
+    run_mr(llm, n=2)
+    assert reduce_answers(llm) == ["A0"]
+
+
+def test_both_averages_self_score_and_logprob():
+    llm = per_chunk_llm({0: 2}, chat=True)
+    prob = ProbLLM(rules=llm.rules, default=NOINFO, window=1024)
+    prob.chat = True
+    prob.probs = {}  # every token 0.5 -> logprob confidence 2.5
+    ans = run_mr(prob, n=1, confidence="both")
+    conf = next(e.output["confidence"] for e in ans.trace if e.stage == "map")
+    assert conf == pytest.approx((2 + 2.5) / 2)
+
+
+def test_reduce_order_confidence_puts_the_most_confident_last():
+    llm = per_chunk_llm({0: 0, 1: 0, 2: 0}, chat=False)
+    llm.probs = {"A0": 0.95, "A1": 0.75, "A2": 0.85}
+    run_mr(llm, n=3, min_confidence="0")  # auto: confidence order for base models
+    assert reduce_answers(llm) == ["A1", "A2", "A0"]
+    llm.calls.clear()
+    run_mr(llm, n=3, min_confidence="0", reduce_order="document")
+    assert reduce_answers(llm) == ["A0", "A1", "A2"]
+    chat = per_chunk_llm({0: 5, 1: 3, 2: 4})
+    run_mr(chat, n=3, reduce_order="confidence")
+    assert reduce_answers(chat) == ["A1", "A2", "A0"]
+
+
+def test_collapsed_confidence_from_inputs_when_collapse_gives_none():
+    from chunkwise.strategies.mapreduce import _combined_confidence
+    from chunkwise.strategies.protocol import Record
+
+    inputs = [Record(answer="4711", confidence=3), Record(answer="42", confidence=5)]
+    assert _combined_confidence(Record(answer="4711."), inputs) == 3
+    assert _combined_confidence(Record(answer="other"), inputs) == 4.0
+    assert _combined_confidence(Record(answer="x"), [Record(answer="y")]) is None
+
+
+def test_collapse_without_a_score_inherits_the_inputs_confidence_in_the_flow():
+    llm = chat_llm(
+        [
+            (r"Part of the document", long_finding),  # confidence 3, answer 4711
+            (r"Merge the findings", "Extracted Information: merged\nAnswer: 4711"),
+            (r"Findings from", "Answer: 4711"),
+        ],
+        window=1100,
+    )
+    ans = get_strategy("mapreduce").answer(doc_with(400, words=40), Query("What is the code?"), llm)
+    coll = [e.output for e in ans.trace if e.stage == "collapse"]
+    assert coll and all(r["confidence"] == 3 for r in coll)
+    assert "Confidence Score: 3" in llm.calls[-1].prompt[0]["content"]
+
+
+def test_family_calibration_rule_is_part_of_the_calibration_block():
+    strat = get_strategy("mapreduce")
+    p = strat.prompt_set("chat", "retrieval")
+    q = Query("What is the pass key?", "retrieval")
+    assert "never score [NO INFORMATION] 5" in p.calibration
+    assert "never score [NO INFORMATION] 5" in strat.map_prompt(p, "text", q)
+    off = get_strategy("mapreduce", calibration=False).prompt_set("chat", "retrieval")
+    assert "never score" not in get_strategy("mapreduce").map_prompt(off, "text", q)
+
+
+def test_record_target_is_what_the_stage_should_write():
+    from chunkwise.strategies.protocol import Record
+
+    rec = Record("facts", "because", "4711", 4.0)
+    strat = get_strategy("mapreduce")
+    chat = strat.record_target(strat.prompt_set("chat", "qa"), rec)
+    assert (
+        chat
+        == "Extracted Information: facts\nRationale: because\nAnswer: 4711\nConfidence Score: 4"
+    )
+    assert strat.record_target(strat.prompt_set("base", "qa"), rec) == " 4711"
+    off = get_strategy("mapreduce", confidence="off")
+    assert "Confidence" not in off.record_target(off.prompt_set("chat", "qa"), rec)
+    plain = get_strategy("mapreduce", protocol="plain")
+    assert plain.record_target(plain.prompt_set("chat", "qa"), Record("notes")) == " notes"

@@ -45,3 +45,74 @@ def test_openai_backend_drives_a_full_mapreduce_run(embedded_llm, passkey_8k):
     assert score_one("passkey", ans.text, passkey_8k["answer"]) == 1.0, ans.text
     assert ans.stats.llm_calls >= ans.stats.extra["chunks"] + 1
     assert ans.stats.extra["confidence_source"] == "logprob"
+
+
+# -- hf:default-mr: the protocol on a real model (skips until `make default-mr` has run) -----
+
+
+@pytest.fixture(scope="module")
+def mr_llm():
+    from chunkwise.llm import default_mr
+
+    if not (default_mr.package_dir() / "adapter_model.safetensors").is_file():
+        pytest.skip("no hf:default-mr adapter committed yet: run `make default-mr`")
+    llm = load_llm("hf:default-mr")
+    yield llm, default_mr.strategy_args()
+    llm.close()
+
+
+@pytest.mark.slow
+def test_default_mr_follows_the_protocol_on_held_out_documents(mr_llm):
+    from chunkwise.data.families import HELDOUT_SEED, get_family
+
+    llm, args = mr_llm
+    args = dict(args)
+    window = int(args.pop("window", 4096))
+    strategy = get_strategy("mapreduce", window=window, **args)
+    fam = get_family("passkey")
+    doc = fam.make(n=1, seed=HELDOUT_SEED, length_tokens=8000, count_tokens=llm.count_tokens)[0]
+    chunks = strategy.plan(doc.context, doc.query(), llm).chunks
+    ans = strategy.answer(doc.context, doc.query(), llm)
+    maps = [e.output for e in ans.trace if e.stage == "map"]
+    assert len(maps) == len(chunks) >= 4
+    empty = [
+        r
+        for r, c in zip(maps, chunks, strict=True)
+        if not fam.evidence_in(doc, c.start_char, c.end_char)
+    ]
+    # four fields, or the NO INFORMATION early stop (which ends the output at the answer)
+    parsed = [r for r in maps if r["no_information"] or _four_fields(r)]
+    assert len(parsed) >= 0.95 * len(maps), maps
+    assert sum(r["no_information"] for r in empty) >= 0.9 * len(empty), maps
+    assert ans.stats.extra["confidence_source"] == "self"  # the model's own score
+    assert fam.score(doc, ans.text) == 1.0, ans.text
+
+
+def _four_fields(r: dict) -> bool:
+    return bool(r["extracted_information"] and r["rationale"] and r["answer"]) and (
+        r["confidence"] is not None
+    )
+
+
+@pytest.mark.slow
+def test_default_mr_scores_a_plain_statement_above_a_retracted_one(mr_llm):
+    from chunkwise.data.families import HELDOUT_SEED, get_family
+
+    llm, args = mr_llm
+    args = dict(args)
+    window = int(args.pop("window", 4096))
+    strategy = get_strategy("mapreduce", window=window, **args)
+    fam = get_family("conflicting")
+    doc = fam.make(n=3, seed=HELDOUT_SEED, length_tokens=4000, count_tokens=llm.count_tokens)[2]
+    assert doc.meta["weak"] == "retracted"
+    chunks = strategy.plan(doc.context, doc.query(), llm).chunks
+    where = [
+        next(c.index for c in chunks if c.start_char <= ev.start and ev.end <= c.end_char)
+        for ev in doc.evidence
+    ]
+    ans = strategy.answer(doc.context, doc.query(), llm)
+    maps = [e.output for e in ans.trace if e.stage == "map"]
+    plain, weak = (maps[i] for i in where)
+    assert where[0] != where[1] and plain["confidence"] > weak["confidence"], (plain, weak)
+    assert set(where) <= set(ans.trace[-1].inputs)  # both reached reduce, with their scores
+    assert fam.score(doc, ans.text) == 1.0, ans.text

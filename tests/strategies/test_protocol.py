@@ -53,10 +53,51 @@ def test_reordered_bold_and_extra_text():
         ("n/a", None),
         (None, None),
         ("7", 5.0),
+        ("Based on 2 of the 3 facts, 4", 4.0),
+        ("3 facts support it, so 4", 4.0),
+        ("4 because 2 facts agree", 4.0),
+        ("4.5 as stated", 4.5),
+        ("very high", 5.0),
+        ("moderate", 2.5),
+        ("low", 1.0),
+        ("none", 0.0),
+        ("1/1", 5.0),
+        ("3/0", 3.0),
+        ("12/10", 5.0),
+        ("0/5", 0.0),
+        ("0", 0.0),
+        ("-2", 0.0),
     ],
 )
 def test_confidence_forms(text, expected):
     assert parse_confidence(text) == expected
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Confidence Score (0-5)",
+        "Confidence (out of 5)",
+        "Confidence level",
+        "**Confidence Score (0–5):**",
+        "Confidence rating",
+    ],
+)
+def test_confidence_header_variants_are_fields_not_answer_text(header):
+    sep = "" if header.endswith(":**") else ":"
+    r = parse_record(f"Extracted Information: x\nAnswer: 42\n{header}{sep} 4")
+    assert r.answer == "42"
+    assert r.confidence == 4.0
+
+
+def test_record_without_answer_renders_as_missing_not_no_information():
+    r = parse_record("Extracted Information: code 4711\nRationale: stated")
+    assert r.answer is None and not r.no_information
+    assert "Answer: (no answer given)" in render_record(r)
+    r.truncated = True
+    assert "Answer: (cut off before an answer)" in render_record(r)
+    said = parse_record("Extracted Information: nothing\nRationale: [NO INFORMATION]")
+    assert said.no_information and f"Answer: {NO_INFO}" in render_record(said)
 
 
 @pytest.mark.parametrize(
@@ -86,6 +127,13 @@ def test_missing_fields_and_answer_only_mode():
 def test_chinese_fields():
     r = parse_record("提取的信息：北京是首都\n分析：文中直接说明\n答案：北京\n置信度分数：5")
     assert (r.answer, r.confidence, r.rationale) == ("北京", 5.0, "文中直接说明")
+
+
+def test_record_dict_round_trip():
+    rec = Record("facts", "because", "B", 3.5, sources=[2, 3], truncated=True)
+    assert not Record().no_information and Record().answer is None
+    assert Record.from_dict(rec.to_dict()) == rec
+    assert Record.from_dict({"answer": "x", "unknown_key": 1}) == Record(answer="x")
 
 
 def test_render_round_trip():

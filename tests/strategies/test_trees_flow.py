@@ -13,6 +13,8 @@ import pytest
 pytest.importorskip("umap")
 pytest.importorskip("sklearn")
 
+from trees_helpers import EMB, Q, kinds_seen, scripted, stage, topic_document
+
 from chunkwise.llm.scripted import ScriptedLLM
 from chunkwise.strategies import (
     Query,
@@ -22,70 +24,10 @@ from chunkwise.strategies import (
 from chunkwise.strategies.dtcrs import parse_subquestions, parse_yes, spread_excerpt
 from chunkwise.strategies.tree import CALL_KINDS, Tree
 
-EMB = "hashing"
-
-TOPICS = {
-    "apples": "orchard apples harvest cider orchard apples trees fruit pick",
-    "rockets": "rockets launch engine orbit fuel rockets thrust booster pad",
-    "violins": "violins strings bow concert luthier violins music orchestra tune",
-}
-
-
-def topic_document(sentences_per_topic: int = 16) -> str:
-    """Three sections, each on one topic in its own words, so the hashing embedder
-    separates them."""
-    parts = []
-    for name, words in TOPICS.items():
-        w = words.split()
-        sents = [
-            f"{w[i % len(w)].title()} {w[(i + 1) % len(w)]} {w[(i + 2) % len(w)]} {name} {i}."
-            for i in range(sentences_per_topic)
-        ]
-        parts.append(f"{name.title()}\n\n" + " ".join(sents))
-    parts[1] += " The secret launch code is 4711."
-    return "\n\n".join(parts)
-
-
-def stage(prompt: str) -> str:
-    if "Table of contents of the text above" in prompt:
-        return "toc"
-    if "(yes or no)" in prompt:
-        return "classify"
-    if "Simpler questions" in prompt:
-        return "decompose"
-    if "In short, the passages above say that" in prompt:
-        return "summarize"
-    return "answer"
-
-
-def scripted(classify: str = " yes", decompose: str | None = None) -> ScriptedLLM:
-    decompose = decompose or (
-        " What about apples and orchard harvest?\n2. What about rockets launch orbit?\n"
-        "3. What about violins strings concert?"
-    )
-    rules = [
-        (r"Table of contents of the text above:\n1\.$", " Apples\n2. Rockets\n3. Violins"),
-        (r"\(yes or no\)\? Answer:$", classify),
-        (r"Simpler questions[^\n]*\n1\.$", decompose),
-        (r"In short, the passages above say that$", " things happened in order."),
-        (r"code is (\d+)(?s:.*)Question: [^\n]*\n(?:Answer:|The letter)", r" \1"),
-    ]
-    return ScriptedLLM(rules=rules, default=" unknown", window=4096)
-
-
-def kinds_seen(llm: ScriptedLLM) -> dict[str, int]:
-    out = dict.fromkeys(CALL_KINDS, 0)
-    for r in llm.calls:
-        out[stage(r.prompt)] += 1
-    return out
-
 
 @pytest.fixture(scope="module", autouse=True)
 def warm_umap():
     return clustering.warm_up()
-
-
-Q = Query("What is the secret launch code of the rockets?")
 
 
 def test_retrieval_one_answer_call_under_budget():
@@ -235,7 +177,8 @@ def test_dtcrs_ablation_switches():
 
 def test_dtcrs_decomposition_retries_then_falls_back():
     llm = scripted(decompose=" What about apples in the orchard?")
-    st = dtcrs(decompose_retries=2).answer(topic_document(), Q, llm).stats.extra
+    # preset v1 (this project's earlier rule); the reference takes every line, no retries
+    st = dtcrs(decompose_retries=2, preset="v1").answer(topic_document(), Q, llm).stats.extra
     assert st["llm_calls_by_kind"]["decompose"] == 3
     assert st["decomposition_fallback"]
     assert st["subquestions"] == ["What about apples in the orchard?", Q.question]

@@ -56,6 +56,7 @@ def test_three_strategies_on_a_real_document(embedded_llm, warm_umap, story):
         summary_tokens=24,
         toc_input_tokens=400,
         chunk_tokens=300,
+        min_leaves=2,  # ~5 leaves: below the reference's stop rule (> 11), which skips the layer
         **small,
     )
     ans = dtcrs.answer(text, q, embedded_llm)

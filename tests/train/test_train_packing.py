@@ -179,3 +179,22 @@ def test_step_flops_match_parameter_count():
     t = 32768
     f = step_flops(big, [t], n_targets=t)
     assert f == 6 * big.decoder_matmul_params * t + 6 * 4096 * 128256 * t + 6 * 32 * 4096 * t * t
+
+
+def test_stage_weights_give_the_stage_weighted_mean_of_sequence_losses(model):
+    exs = make_examples(4, seed=5)
+    for e, stage in zip(exs, ("map", "map", "collapse", "reduce"), strict=True):
+        e.stage = stage
+    weights = {"reduce": 3.0, "map": 0.5}
+    mb = MicroBatch(((0, 1), (2, 3)))
+    b = collate(exs, mb, pad_id=0, stage_weights=weights)
+    assert b["n_seqs"] == pytest.approx(0.5 + 0.5 + 1.0 + 3.0)
+    tensors = {k: v for k, v in b.items() if isinstance(v, torch.Tensor)}
+    with torch.no_grad():
+        loss = batch_loss_sum(model, tensors) / b["n_seqs"]
+        per_seq = [x.mean() for x in reference_token_losses(model, exs)]
+    ws = [weights.get(e.stage, 1.0) for e in exs]
+    ref = sum(w * x for w, x in zip(ws, per_seq, strict=True)) / sum(ws)
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-5)
+    plain = collate(exs, mb, pad_id=0)  # the default: every sequence counts once
+    assert plain["n_seqs"] == 4

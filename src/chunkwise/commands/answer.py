@@ -29,10 +29,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from chunkwise.documents import read_document
     from chunkwise.errors import BadInput
-    from chunkwise.io import atomic_write_json
+    from chunkwise.io import atomic_write_json, check_output_file
     from chunkwise.llm import load_llm
     from chunkwise.strategies import Query, get_strategy, parse_strategy_args
 
+    if args.trace:  # checked now: a bad path must not cost the answer
+        check_output_file(args.trace, "--trace")
     options = tuple(o.strip() for o in args.options.split("|")) if args.options else ()
     query = Query(args.question, args.task, options)
     document = read_document(args.doc)
@@ -59,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
             },
         )
     if args.json:
-        s = ans.stats.to_dict()
-        keys = ("llm_calls", "prompt_tokens", "completion_tokens", "seconds")
-        print(json.dumps({"answer": ans.text, "stats": {k: s[k] for k in keys}}))
+        # the strategy's whole stats: calls and tokens, and whatever it counts of its own
+        # (summary nodes, calls by kind, chunks, collapse rounds, orderings, ...)
+        print(json.dumps({"answer": ans.text, "stats": ans.stats.to_dict()}, default=str))
     else:
         print(ans.text)
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 
 HELP = (
@@ -29,12 +28,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from chunkwise.demo import Demo, get_size
+    from chunkwise.demo.fresh import remove_demo_folder
+    from chunkwise.demo.pipeline import check_model
     from chunkwise.demo.summary import final_text
+    from chunkwise.io import check_output_dir
 
+    # every check first: --fresh deletes only after the run is known to be able to start
     size = get_size(args.size)
+    check_model(args.model)
     out = Path(args.out)
-    if args.fresh and out.exists():
-        shutil.rmtree(out)
+    check_output_dir(out, "--out")
+    if args.fresh:
+        remove_demo_folder(out)  # only a folder with a demo ledger; refuses anything else
     print(
         f"chunkwise demo --size {size.name}: {size.expected}; everything goes to {out} "
         "(a rerun reuses finished stages)",

@@ -11,9 +11,15 @@ from chunkwise.errors import BadInput
 HELP = "generate synthetic long-context examples (passkey, kv_retrieval, ...) at a token length"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from chunkwise.data.synthetic import GENERATORS
+def generators() -> dict:
+    """Every generator by task name: InfiniteBench-style ones, then RULER's as ``ruler_<task>``."""
+    from chunkwise.data import ruler, synthetic
 
+    return {**synthetic.GENERATORS, **{f"ruler_{k}": g for k, g in ruler.GENERATORS.items()}}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    GENERATORS = generators()
     parser.add_argument("--task", required=True, help=f"one of: {', '.join(GENERATORS)}")
     parser.add_argument(
         "--length", type=int, required=True, help="context length in tokens of --model"
@@ -30,22 +36,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from chunkwise.data.synthetic import GENERATORS, generate
-    from chunkwise.io import atomic_write_text
+    from chunkwise.io import atomic_write_text, check_output_file
     from chunkwise.llm import load_llm
 
+    GENERATORS = generators()
     if args.task not in GENERATORS:
         raise BadInput(f"no generator for task {args.task!r}; available: {', '.join(GENERATORS)}")
     if args.length <= 0:
         raise BadInput(f"--length must be a positive number of tokens, got {args.length}")
     if args.n <= 0:
         raise BadInput(f"--n must be at least 1, got {args.n}")
-    out = Path(args.out)
-    if out.is_dir():
-        raise BadInput(f"--out {out} is a folder; give a file path such as {out / 'data.jsonl'}")
+    out = check_output_file(Path(args.out), "--out")  # before any work: none is lost to it
     with load_llm(args.model) as llm:
-        records = generate(
-            args.task,
+        records = GENERATORS[args.task](
             length_tokens=args.length,
             n=args.n,
             seed=args.seed,

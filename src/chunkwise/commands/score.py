@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--extract",
         default="none",
         help=f"answer extraction before scoring: {' | '.join(EXTRACTORS)} (default: none; "
-        "mapreduce keeps what follows the last 'Answer:' of a reduce-stage output)",
+        "mapreduce is LLM×MapReduce's own process_answer on a reduce-stage output, "
+        "answer_field our stricter reading; both read a chunkwise line's raw_output)",
     )
     parser.add_argument(
         "--skip-bad-lines",

@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 HELP = (
     "serve a model spec over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions)"
 )
+KEY_ENV = "CHUNKWISE_API_KEY"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model", default="hf:default", help="model spec to serve (default: hf:default)"
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default: 127.0.0.1, loopback only; any other address needs "
+        "--api-key, and a reverse proxy with TLS in front)",
+    )
     p.add_argument(
         "--port", type=int, default=8000, help="port to bind; 0 picks a free one (default: 8000)"
     )
     p.add_argument("--name", help="model name reported by /v1/models (default: the spec's target)")
+    p.add_argument(
+        "--api-key",
+        help=f"clients must send 'Authorization: Bearer KEY' (default: ${KEY_ENV}; prefer the "
+        "variable: a command line is visible to other users)",
+    )
     p.add_argument(
         "--batch-window-ms",
         type=float,
@@ -27,6 +39,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-batch", type=int, default=32, help="most requests per batch (default: 32)"
     )
+    p.add_argument(
+        "--max-body-mb", type=float, default=16.0, help="largest request body in MiB (default: 16)"
+    )
+    p.add_argument("--max-n", type=int, default=16, help="largest 'n' per request (default: 16)")
+    p.add_argument(
+        "--max-prompts", type=int, default=256, help="most prompts per request (default: 256)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,13 +53,28 @@ def run(args: argparse.Namespace) -> int:
 
     from chunkwise.errors import BadInput
     from chunkwise.llm import load_llm
-    from chunkwise.serve import OpenAIServer
+    from chunkwise.serve import Limits, OpenAIServer
+    from chunkwise.serve.server import LOOPBACK
 
     log = logging.getLogger("chunkwise.serve")
     if not 0 <= args.port <= 65535:
         raise BadInput(f"--port must be in 0..65535, got {args.port}")
     if args.max_batch < 1 or args.batch_window_ms < 0:
         raise BadInput("--max-batch must be >= 1 and --batch-window-ms >= 0")
+    try:
+        limits = Limits(
+            max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+            max_n=args.max_n,
+            max_prompts=args.max_prompts,
+        )
+    except ValueError as e:
+        raise BadInput(f"--max-body-mb, --max-n and --max-prompts must be positive ({e})") from None
+    api_key = args.api_key or os.environ.get(KEY_ENV) or None
+    if args.host not in LOOPBACK and api_key is None:
+        raise BadInput(
+            f"--host {args.host} reaches beyond this machine: set --api-key (or ${KEY_ENV}), "
+            "and put a reverse proxy with TLS in front"
+        )
     llm = load_llm(args.model)
     try:
         try:
@@ -49,18 +83,19 @@ def run(args: argparse.Namespace) -> int:
                 host=args.host,
                 port=args.port,
                 model_name=args.name,
+                api_key=api_key,
+                limits=limits,
                 batch_window_s=args.batch_window_ms / 1000,
                 max_batch=args.max_batch,
             )
         except OSError as e:
             raise BadInput(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
-        if args.host not in ("127.0.0.1", "localhost", "::1"):
-            log.warning(
-                "listening on %s without authentication: anyone who can reach it can use it",
-                args.host,
-            )
         log.info(
-            "serving %s as %r at %s (Ctrl-C stops)", args.model, server.model_name, server.base_url
+            "serving %s as %r at %s%s (Ctrl-C stops)",
+            args.model,
+            server.model_name,
+            server.base_url,
+            " with an API key" if api_key else "",
         )
         try:
             server.serve_forever()

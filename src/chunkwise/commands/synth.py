@@ -12,11 +12,32 @@ HELP = "synthesize Pyramid-Align long-context SFT records with a short-context m
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--docs",
-        required=True,
         metavar="SOURCE",
         help="LongAlign-format JSONL (the long user turn is the document), a folder of "
-        ".txt files, a save_to_disk folder, or a hub dataset id with a text column",
+        ".txt files, a save_to_disk folder, or a hub dataset id with a text column "
+        "(required with --teacher llm)",
     )
+    p.add_argument(
+        "--teacher",
+        choices=("llm", "oracle"),
+        default="llm",
+        help="llm: questions and MapReduce answers from --model over --docs (default); "
+        "oracle: generated documents with known evidence and exact map/collapse/reduce "
+        "targets (--families, --lengths, --n); --model then only counts tokens",
+    )
+    p.add_argument(
+        "--families",
+        default="all",
+        help="oracle: document families, comma-separated, 'all' (default) or 'train' (all but "
+        "the held-out one; see chunkwise.data.families)",
+    )
+    p.add_argument(
+        "--lengths",
+        default="4000",
+        help="oracle: document lengths in tokens, or 'train' for the training lengths "
+        "(default: 4000)",
+    )
+    p.add_argument("--n", type=int, default=4, help="oracle: documents per family and length")
     p.add_argument(
         "--model", default="hf:default", metavar="SPEC", help="model spec (default: hf:default)"
     )
@@ -98,6 +119,15 @@ def shard_from_env(
 def run(args: argparse.Namespace) -> int:
     from chunkwise.strategies import parse_strategy_args
     from chunkwise.synth import SynthConfig, run_synth
+
+    if args.teacher == "oracle":
+        from chunkwise.synth.oracle import run_oracle_cli
+
+        return run_oracle_cli(args, dict(parse_strategy_args(args.strategy_args)))
+    if not args.docs:
+        from chunkwise.errors import BadInput
+
+        raise BadInput("--docs is required with --teacher llm (the default)")
 
     num_shards, shard_index = shard_from_env(args.num_shards, args.shard_index)
 

@@ -1,4 +1,5 @@
-"""`chunkwise train RECIPE [--key=value ...]`: fine-tune in this process (CPU or one GPU).
+"""`chunkwise train RECIPE [--key=value ...]`: fine-tune in this process (CPU or one GPU);
+`chunkwise train --plan RECIPE --config_file CFG --num_processes N`: a per-GPU memory plan.
 
 Multi-GPU runs go through ``accelerate launch ... train/sft.py RECIPE``; both run
 :func:`chunkwise.train.loop.run`.
@@ -9,13 +10,29 @@ from __future__ import annotations
 import argparse
 import json
 
+from chunkwise.errors import BadInput
+
 HELP = "fine-tune a model per a recipe YAML (resumes from the output folder's last checkpoint)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "recipe", help="recipe YAML, e.g. recipes/tiny/pyramid_align-mapreduce.yaml"
+        "recipe", nargs="?", help="recipe YAML, e.g. recipes/tiny/pyramid_align-mapreduce.yaml"
     )
+    parser.add_argument(
+        "--plan",
+        metavar="RECIPE",
+        help="print per-GPU memory of RECIPE (meta-device model, nothing trained) instead",
+    )
+    parser.add_argument(
+        "--config_file",
+        action="append",
+        help="with --plan: accelerate config(s), e.g. configs/accelerate/zero3.yaml (repeatable)",
+    )
+    parser.add_argument(
+        "--num_processes", type=int, default=8, help="with --plan: GPUs in all (default 8)"
+    )
+    parser.add_argument("--json", action="store_true", help="with --plan: JSON rows, no table")
     parser.add_argument(
         "overrides",
         nargs=argparse.REMAINDER,
@@ -24,7 +41,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from chunkwise.train.plan import format_table, plan_rows, to_json
+    from chunkwise.train.recipe import load_recipe
+
+    if not args.config_file:
+        raise BadInput("--plan needs --config_file (an accelerate config)")
+    if args.num_processes < 1:
+        raise BadInput(f"--num_processes must be at least 1, got {args.num_processes}")
+    recipe = load_recipe(args.plan, args.overrides or [], check_paths=False)
+    rows = []
+    for cfg in args.config_file:
+        rows += plan_rows(recipe, args.plan, cfg, args.num_processes)
+    print(to_json(rows) if args.json else format_table(rows))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.plan:
+        return _plan(args)
+    if not args.recipe:
+        raise BadInput("name a recipe YAML (or --plan RECIPE)")
     from chunkwise.train.loop import run as train
     from chunkwise.train.recipe import load_recipe
 

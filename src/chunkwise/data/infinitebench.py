@@ -324,16 +324,54 @@ def _fields(task: str, example: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def answer_budget(task: str, window: int | None = None) -> int:
-    """The official output budget, capped at a quarter of ``window`` (when given)."""
-    official = int(task_prompts()["tasks"][task]["max_answer_tokens"])
+def answer_budget(task: str, window: int | None = None, kind: str | None = None) -> int:
+    """The official output budget (or our chat wording's own, for ``kind="chat"`` where a task
+    has one), capped at a quarter of ``window`` (when given)."""
+    spec = task_prompts()["tasks"][task]
+    budget = int(spec["max_answer_tokens"])
+    if kind == "chat" and spec.get("chat_max_answer_tokens"):
+        budget = int(spec["chat_max_answer_tokens"])
     if window:
-        return min(official, max(16, window // 4))
-    return official
+        return min(budget, max(16, window // 4))
+    return budget
 
 
-def build_query(task: str, example: dict[str, Any], kind: str = "chat", window: int | None = None):
-    """The :class:`Query` a strategy answers for ``example``; ``kind`` is chat | base."""
+#: stands in for the document while a prompt template is filled
+_DOC = "\x00chunkwise-document\x00"
+
+
+def _lettered(options: list[str]) -> str:
+    return "\n".join(f"{'ABCDEFGHIJ'[i]}. {o}" for i, o in enumerate(options))
+
+
+def _question(spec: dict[str, Any], kind: str, values: dict[str, str]) -> str:
+    text = spec[kind].format(**values)
+    return "\n".join(line for line in text.splitlines() if line.strip()).strip()
+
+
+def _frame(task: str, spec: dict[str, Any], kind: str, values: dict[str, str]) -> tuple[str, str]:
+    text = spec["prompt"][kind].format(document=_DOC, **values)
+    before, _, after = text.partition(_DOC)
+    return before, after
+
+
+def build_query(
+    task: str,
+    example: dict[str, Any],
+    kind: str = "chat",
+    window: int | None = None,
+    *,
+    templates: Any = None,
+    truncation: str = "document",
+):
+    """The :class:`Query` a strategy answers for ``example``; ``kind`` is chat | base.
+
+    The query carries both the question multi-call strategies ask and the whole single-call
+    prompt (``frame``) standard decoding sends: ours from ``prompts/infinitebench.yaml``, or,
+    with ``templates`` (an :class:`~chunkwise.eval.ib_templates.TemplateSet` read from a
+    user's copy of InfiniteBench's ``src/prompt.py``), the official one filled as the
+    official scripts fill it. ``truncation`` is passed on to the strategy.
+    """
     from chunkwise.strategies import Query
 
     check_task(task)
@@ -341,19 +379,44 @@ def build_query(task: str, example: dict[str, Any], kind: str = "chat", window: 
         raise BadInput(f"prompt kind must be chat or base, got {kind!r}")
     spec = task_prompts()["tasks"][task]
     values = _fields(task, example)
-    question = "\n".join(
-        line for line in spec[kind].format(**values).splitlines() if line.strip()
-    ).strip()
+    options = list(example.get("options") or [])
+    prefix = spec["answer_prefix"].format(**values) if kind == "base" else ""
+    values.update(options=_lettered(options), answer_prefix=prefix)
+    if templates is not None:
+        from chunkwise.eval import ib_templates
+
+        # (gpt4's math_calc template is the bare context: our question stands in for it)
+        question = ib_templates.question_of(templates, task, example) or _question(
+            spec, kind, values
+        )
+        frame = ib_templates.frame(templates, task, example)
+        budget = answer_budget(task, window)
+    else:
+        question = _question(spec, kind, values)
+        frame = _frame(task, spec, kind, values)
+        budget = answer_budget(task, window, kind)
     if not question:
         raise BadInput(f"{task} id {example['id']}: the question is empty (no input?)")
-    prefix = spec["answer_prefix"].format(**values) if kind == "base" else ""
     return Query(
         question,
         task=spec["family"],
-        options=tuple(example.get("options") or ()),
+        options=tuple(options) if templates is None else (),
         answer_prefix=prefix,
-        max_answer_tokens=answer_budget(task, window),
+        max_answer_tokens=budget,
+        frame=frame,
+        truncation=truncation,
+        hint=spec.get("hint"),
     )
+
+
+def task_config(task: str, kind: str, templates: Any = None) -> dict[str, Any]:
+    """What defines a task's prompts (hashed into results.json's ``task_hashes``)."""
+    spec = task_prompts()["tasks"][task]
+    out: dict[str, Any] = {"task": task, "kind": kind, "version": prompt_version(), "spec": spec}
+    if templates is not None:
+        out["official_template"] = templates.template(task)
+        out["official_family"] = templates.family
+    return out
 
 
 def prompt_version() -> str:
@@ -379,4 +442,5 @@ __all__ = [
     "prompt_version",
     "restore_answer",
     "restore_record",
+    "task_config",
 ]

@@ -16,7 +16,6 @@ doc_id}``.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -76,44 +75,39 @@ def load_leval(
         raise BadInput(f"L-Eval file {p} not found (expected {subset}.jsonl)")
     examples: list[dict[str, Any]] = []
     n_docs = 0
-    with p.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if docs is not None and n_docs >= docs:
-                break
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise BadInput(f"{p}:{line_no}: not valid JSON ({e.msg})") from None
-            doc_id = f"{subset}-{n_docs}"
-            n_docs += 1
-            questions, outputs = rec.get("instructions") or [], rec.get("outputs") or []
-            if len(questions) != len(outputs):
-                raise BadInput(f"{p}:{line_no}: {len(questions)} questions, {len(outputs)} answers")
-            for k, (q, a) in enumerate(zip(questions, outputs, strict=True)):
-                ex: dict[str, Any] = {
-                    "id": f"{doc_id}-{k}",
-                    "context": rec["input"],
-                    "doc_id": doc_id,
-                    "options": [],
-                }
-                if subset == "quality":
-                    question, options = split_options(q)
-                    if len(options) != 4:
-                        raise BadInput(f"{p}:{line_no} question {k}: {len(options)} options, not 4")
-                    try:
-                        letter = gold_letter(a, options)
-                    except BadInput as e:
-                        raise BadInput(f"{p}:{line_no} question {k}: {e}") from None
-                    ex.update(
-                        input=question,
-                        options=options,
-                        answer={"letter": letter, "text": options["ABCD".index(letter)]},
-                    )
-                else:
-                    ex.update(input=q.strip(), answer=a if isinstance(a, list) else [a])
-                examples.append(ex)
+    from chunkwise.io import read_jsonl
+
+    for line_no, rec in read_jsonl(p):  # bad lines (any way) are one-line BadInput
+        if docs is not None and n_docs >= docs:
+            break
+        doc_id = f"{subset}-{n_docs}"
+        n_docs += 1
+        questions, outputs = rec.get("instructions") or [], rec.get("outputs") or []
+        if len(questions) != len(outputs):
+            raise BadInput(f"{p}:{line_no}: {len(questions)} questions, {len(outputs)} answers")
+        for k, (q, a) in enumerate(zip(questions, outputs, strict=True)):
+            ex: dict[str, Any] = {
+                "id": f"{doc_id}-{k}",
+                "context": rec["input"],
+                "doc_id": doc_id,
+                "options": [],
+            }
+            if subset == "quality":
+                question, options = split_options(q)
+                if len(options) != 4:
+                    raise BadInput(f"{p}:{line_no} question {k}: {len(options)} options, not 4")
+                try:
+                    letter = gold_letter(a, options)
+                except BadInput as e:
+                    raise BadInput(f"{p}:{line_no} question {k}: {e}") from None
+                ex.update(
+                    input=question,
+                    options=options,
+                    answer={"letter": letter, "text": options["ABCD".index(letter)]},
+                )
+            else:
+                ex.update(input=q.strip(), answer=a if isinstance(a, list) else [a])
+            examples.append(ex)
     total = len(examples)
     if limit is not None:
         examples = examples[:limit]

@@ -19,7 +19,6 @@ plain text: title, abstract, then each section's name and paragraphs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -105,20 +104,14 @@ def load_qasper(data: str, *, limit: int | None = None) -> tuple[list[dict], dic
         )
     examples: list[dict] = []
     if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as f:
-            for line_no, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise BadInput(f"{path}:{line_no}: not valid JSON ({e.msg})") from None
-                examples += paper_examples(str(rec.get("id")), rec, f"{path}:{line_no}: ")
+        from chunkwise.io import read_jsonl
+
+        for line_no, rec in read_jsonl(path):  # bad lines (any way) are one-line BadInput
+            examples += paper_examples(str(rec.get("id")), rec, f"{path}:{line_no}: ")
     else:
-        try:
-            papers = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise BadInput(f"{path}: not valid JSON ({e.msg})") from None
+        from chunkwise.io import read_json
+
+        papers = read_json(path)
         if not isinstance(papers, Mapping):
             raise BadInput(f"{path}: expected an object of paper id -> paper")
         for pid, paper in papers.items():

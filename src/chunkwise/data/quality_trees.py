@@ -12,7 +12,6 @@ answer: {letter, text, options}, difficult, doc_id: article_id}``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -39,38 +38,33 @@ def load_quality(
     """Examples (all, or only the HARD ones) and a source record."""
     p = _resolve(path)
     examples: list[dict[str, Any]] = []
-    with p.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                art = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise BadInput(f"{p}:{line_no}: not valid JSON ({e.msg})") from None
-            doc_id = str(art.get("set_unique_id") or art.get("article_id"))
-            for k, q in enumerate(art.get("questions") or []):
-                options = [str(o) for o in q.get("options") or []]
-                gold = q.get("gold_label")
-                if len(options) != 4 or not isinstance(gold, int) or not 1 <= gold <= 4:
-                    raise BadInput(
-                        f"{p}:{line_no} question {k}: need 4 options and gold_label 1-4 "
-                        f"(got {len(options)} options, gold_label {gold!r})"
-                    )
-                difficult = int(q.get("difficult") or 0)
-                if hard_only and not difficult:
-                    continue
-                letter = LETTERS[gold - 1]
-                examples.append(
-                    {
-                        "id": q.get("question_unique_id") or f"{doc_id}-{k}",
-                        "context": art["article"],
-                        "input": q["question"].strip(),
-                        "options": options,
-                        "answer": {"letter": letter, "text": options[gold - 1], "options": options},
-                        "difficult": difficult,
-                        "doc_id": doc_id,
-                    }
+    from chunkwise.io import read_jsonl
+
+    for line_no, art in read_jsonl(p):  # bad lines (any way) are one-line BadInput
+        doc_id = str(art.get("set_unique_id") or art.get("article_id"))
+        for k, q in enumerate(art.get("questions") or []):
+            options = [str(o) for o in q.get("options") or []]
+            gold = q.get("gold_label")
+            if len(options) != 4 or not isinstance(gold, int) or not 1 <= gold <= 4:
+                raise BadInput(
+                    f"{p}:{line_no} question {k}: need 4 options and gold_label 1-4 "
+                    f"(got {len(options)} options, gold_label {gold!r})"
                 )
+            difficult = int(q.get("difficult") or 0)
+            if hard_only and not difficult:
+                continue
+            letter = LETTERS[gold - 1]
+            examples.append(
+                {
+                    "id": q.get("question_unique_id") or f"{doc_id}-{k}",
+                    "context": art["article"],
+                    "input": q["question"].strip(),
+                    "options": options,
+                    "answer": {"letter": letter, "text": options[gold - 1], "options": options},
+                    "difficult": difficult,
+                    "doc_id": doc_id,
+                }
+            )
     total = len(examples)
     if limit is not None:
         examples = examples[:limit]

@@ -84,7 +84,13 @@ class Demo:
         sizes = json.loads(json.dumps(self.size.to_dict()))
         want = {"size": self.size.name, "model": self.model, "seed": self.seed, "sizes": sizes}
         if self.state_file.exists():
-            state = json.loads(self.state_file.read_text(encoding="utf-8"))
+            from chunkwise.io import read_json
+
+            state = read_json(self.state_file, "demo ledger")
+            if not isinstance(state, dict) or not isinstance(state.get("stages"), dict):
+                raise BadInput(
+                    f"{self.state_file} is not a demo ledger; pass another --out (or delete it)"
+                )
             have = {k: state.get(k) for k in want}
             if have != want:
                 changed = ", ".join(k for k in want if have[k] != want[k])
@@ -365,6 +371,16 @@ class Demo:
 
 
 # ------------------------------------------------------------------------------ helpers
+
+
+def check_model(model: str) -> str:
+    """The recipe's base model name for ``--model``; a spec the demo cannot use (bad syntax,
+    options, an adapter, another backend) fails here, before anything is made or deleted."""
+    from chunkwise.llm.spec import parse_spec
+
+    if model != "default":  # the one alias _base_name takes that is not a spec
+        parse_spec(model)
+    return _base_name(model)
 
 
 def _base_name(model: str) -> str:

@@ -8,6 +8,9 @@ Dense encoders follow one small protocol (:class:`Embedder`)::
 
 Names: ``minilm`` (alias ``default``), any local sentence-transformers folder, ``st:PATH``, and
 ``hashing`` (a model-free bag-of-words hashing encoder, for tests and as a cheap fallback).
+Texts longer than a sentence-transformers model reads (256 word-pieces for MiniLM) are
+embedded by non-overlapping windows, pooled by a token-weighted mean (``minilm-truncated``
+cuts them instead).
 BM25 is lexical and asymmetric (query vs. documents), so it is its own class:
 :class:`chunkwise.embed.bm25.BM25`.
 """

@@ -87,7 +87,14 @@ def _sentence_transformer(arg: str) -> Embedder:
     return SentenceEncoder(arg or None)
 
 
+def _truncating(arg: str) -> Embedder:
+    from chunkwise.embed.encoder import SentenceEncoder
+
+    return SentenceEncoder(arg or None, windowed=False)
+
+
 register_embedder("minilm", _sentence_transformer)
+register_embedder("minilm-truncated", _truncating)
 register_embedder("default", _sentence_transformer)
 register_embedder("st", _sentence_transformer)
 register_embedder("hashing", lambda arg: HashingEmbedder(int(arg) if arg else 1024))
@@ -97,7 +104,10 @@ def get_embedder(name: str = "minilm") -> Embedder:
     """An embedder by name, built once per process and shared (encoders are thread-safe).
 
     ``minilm``/``default`` (the offline all-MiniLM-L6-v2), ``st:PATH`` or a bare local folder
-    (any sentence-transformers model), ``hashing`` or ``hashing:DIM``.
+    (any sentence-transformers model), ``hashing`` or ``hashing:DIM``. Sentence-transformers
+    encoders embed texts longer than the model reads by windows, pooled
+    (:mod:`chunkwise.embed.encoder`); ``minilm-truncated`` (or ``minilm-truncated:PATH``)
+    cuts them instead, as sentence-transformers does on its own.
     """
     key = name.strip()
     with _LOCK:

@@ -38,6 +38,24 @@ class Benchmark:
     #: short display names for tables and plots
     display: dict[str, str] = field(default_factory=dict)
     default_data: str = "hub"
+    #: ``available_tasks(data_spec) -> tasks`` the data can provide (``--tasks all``); None:
+    #: every task
+    available_tasks: Callable[[Any], Sequence[str]] | None = None
+    #: ``load_templates(path, family) -> templates`` for ``--prompt-source`` (official prompt
+    #: files); ``build_query`` then takes ``templates=``. None: the benchmark has none
+    load_templates: Callable[[str, str], Any] | None = None
+    #: ``extract_answer(task, text, extract) -> text`` the scorer reads (recorded per sample)
+    extract_answer: Callable[[str, str, str], str] | None = None
+    #: ``task_config(task, kind, templates) -> dict`` what defines a task's prompts (hashed)
+    task_config: Callable[[str, str, Any], dict[str, Any]] | None = None
+
+    def all_tasks(self, data_spec: Any) -> list[str]:
+        if self.available_tasks is None:
+            return list(self.tasks)
+        return list(self.available_tasks(data_spec))
+
+    def extracted(self, task: str, text: str, extract: str) -> str:
+        return text if self.extract_answer is None else self.extract_answer(task, text, extract)
 
     def check_tasks(self, tasks: Sequence[str]) -> list[str]:
         """The tasks, deduplicated in order; an unknown one is an error listing the valid."""
@@ -117,6 +135,14 @@ def _infinitebench() -> Benchmark:
         text = metrics.EXTRACTORS[extract](task, prediction)
         return metrics.score_one(task, text, ground_truth, scorer)
 
+    def available(spec: Any) -> tuple[str, ...]:
+        return ib.SYNTHETIC_TASKS if spec.kind == "synthetic" else tuple(metrics.TASKS)
+
+    def load_templates(path: str, family: str) -> Any:
+        from chunkwise.eval.ib_templates import load_templates as load
+
+        return load(path, family)
+
     return Benchmark(
         name="infinitebench",
         tasks=tuple(metrics.TASKS),
@@ -129,6 +155,10 @@ def _infinitebench() -> Benchmark:
         prompt_version=ib.prompt_version,
         display=dict(ib.DISPLAY_NAMES),
         default_data="hub",
+        available_tasks=available,
+        load_templates=load_templates,
+        extract_answer=lambda task, text, extract: metrics.EXTRACTORS[extract](task, text),
+        task_config=ib.task_config,
     )
 
 

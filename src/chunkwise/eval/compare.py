@@ -2,17 +2,25 @@
 
 Reads ``results.json`` from each run folder. The average row averages each run over the tasks
 *every* run has (so runs are compared on the same tasks); the average column averages each
-task over the runs that have it.
+task over the runs that have it. Columns scored differently from the first one (scorer, n or
+prompt templates) are marked, with a note saying how.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput
+from chunkwise.io import read_json
+
+#: what must agree for two columns to be comparable; a column that differs is marked (the
+#: extractor is not among them: under ``extract: auto`` it follows the strategy, which is what
+#: columns usually compare; each column's note still names it)
+COMPARABLE = ("scorer", "n", "templates")
+MARK = "⚠"
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 
 @dataclass
@@ -37,22 +45,34 @@ def load_run(path: str | Path) -> Run:
         raise BadInput(
             f"{results_file} not found; is {path} a finished `chunkwise eval` run folder?"
         )
+    data = read_json(results_file, "results file")
     try:
-        data = json.loads(results_file.read_text(encoding="utf-8"))
         scores = {task: float(r["score"]) for task, r in data["results"].items()}
-    except (ValueError, KeyError, TypeError) as e:
+        cfg = data.get("config", {})
+        extracts = {str(r.get("extract", cfg.get("extract"))) for r in data["results"].values()}
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise BadInput(f"{results_file}: not a chunkwise results file ({e})") from None
-    cfg = data.get("config", {})
     label = results_file.parent.name if results_file.name == "results.json" else results_file.stem
     info = {
         "model": cfg.get("model"),
         "strategy": cfg.get("strategy"),
         "scorer": cfg.get("scorer"),
+        "extract": " | ".join(sorted(extracts)),
+        "templates": _templates_of(data),
         "data": cfg.get("data"),
         "n": {t: r.get("n") for t, r in data["results"].items()},
         "aliases": {t: r.get("alias", t) for t, r in data["results"].items()},
     }
     return Run(label, results_file.parent, scores, info)
+
+
+def _templates_of(data: dict[str, Any]) -> str:
+    """Which prompts a run used, in a few words (official family and hash, or our version)."""
+    t = data.get("templates") or {}
+    if t.get("kind") == "official":
+        return f"official {t.get('family')} {str(t.get('templates_sha256', ''))[:8]}"
+    version = t.get("version") or (data.get("benchmark") or {}).get("prompt_version")
+    return f"chunkwise {version}" if version else "unknown"
 
 
 def _merged_run(path: Path, parts: list[Run]) -> Run:
@@ -69,7 +89,7 @@ def _merged_run(path: Path, parts: list[Run]) -> Run:
             info["n"][name] = part.info["n"].get(task)
             alias = part.info["aliases"].get(task, task)
             info["aliases"][name] = alias if counts[task] == 1 else f"{part.path.name}/{alias}"
-    for key in ("model", "strategy", "scorer"):
+    for key in ("model", "strategy", "scorer", "extract", "templates"):
         values = {str(p.info.get(key)) for p in parts}
         info[key] = values.pop() if len(values) == 1 else " | ".join(sorted(values))
     info["data"] = " | ".join(str(p.info.get("data")) for p in parts)
@@ -109,7 +129,10 @@ def build_table(runs: list[Run]) -> dict[str, Any]:
     for r in runs:
         for t, a in r.info.get("aliases", {}).items():
             aliases.setdefault(t, a)
+    differs = _differences(runs, common)
     return {
+        "differs": differs,
+        "marked": sorted({lab for d in differs.values() for lab in d["runs"]}),
         "runs": [
             {
                 "label": r.label,
@@ -128,6 +151,25 @@ def build_table(runs: list[Run]) -> dict[str, Any]:
     }
 
 
+def _differences(runs: list[Run], common: list[str]) -> dict[str, Any]:
+    """For each of :data:`COMPARABLE` on which the runs disagree: every run's value and the
+    runs that differ from the first one (those columns are marked)."""
+    out: dict[str, Any] = {}
+    for key in COMPARABLE:
+        if key == "n":
+            values = {
+                r.label: ", ".join(f"{t}={r.info.get('n', {}).get(t)}" for t in common)
+                for r in runs
+            }
+        else:
+            values = {r.label: str(r.info.get(key)) for r in runs}
+        first = values[runs[0].label]
+        odd = [lab for lab, v in values.items() if v != first]
+        if odd:
+            out[key] = {"values": values, "runs": odd}
+    return out
+
+
 def _fmt(v: float | None) -> str:
     return "–" if v is None else f"{v:.2f}"
 
@@ -135,7 +177,10 @@ def _fmt(v: float | None) -> str:
 def to_markdown(table: dict[str, Any]) -> str:
     labels = [r["label"] for r in table["runs"]]
     multi = len(labels) > 1
-    head = ["task", *labels] + (["average"] if multi else [])
+    marked = set(table.get("marked", []))
+    head = ["task", *(f"{lab} {MARK}" if lab in marked else lab for lab in labels)] + (
+        ["average"] if multi else []
+    )
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for t in table["tasks"]:
         row = [t, *(_fmt(table["scores"][t][lab]) for lab in labels)]
@@ -152,8 +197,18 @@ def to_markdown(table: dict[str, Any]) -> str:
         notes.append(
             f"The average row covers the tasks every run has; left out: {', '.join(left_out)}."
         )
+    for key, d in table.get("differs", {}).items():
+        values = "; ".join(f"{lab}: {v}" for lab, v in d["values"].items())
+        notes.append(
+            f"{MARK} columns differ in {key} from the first column, so their scores are not "
+            f"directly comparable ({values})."
+        )
     for r in table["runs"]:
-        parts = [f"{k} {r[k]}" for k in ("model", "strategy", "scorer", "data") if r.get(k)]
+        parts = [
+            f"{k} {r[k]}"
+            for k in ("model", "strategy", "scorer", "extract", "templates", "data")
+            if r.get(k)
+        ]
         notes.append(f"- {r['label']}: {', '.join(parts) or r['path']}")
     return "\n".join(lines) + ("\n\n" + "\n".join(notes) if notes else "")
 
@@ -225,8 +280,33 @@ def plot(table: dict[str, Any], path: str | Path, title: str | None = None) -> P
     return path
 
 
+def check_output_file(path: str | Path, flag: str, suffixes: tuple[str, ...] = ()) -> Path:
+    """An output file path that can be written: not a folder, no file among its parents, one
+    of ``suffixes`` (when given). Checked before any work, so nothing is lost to it."""
+    path = Path(path)
+    if path.is_dir():
+        raise BadInput(f"{flag} {path} is a folder; give a file name")
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise BadInput(f"{flag} {path}: the file name must end in {' / '.join(suffixes)}")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise BadInput(f"{flag} {path}: {parent} is a file, so nothing can be made in it")
+            break
+    return path
+
+
 def compare(paths: list[str | Path]) -> dict[str, Any]:
     return build_table([load_run(p) for p in paths])
 
 
-__all__ = ["Run", "build_table", "compare", "load_run", "plot", "to_markdown"]
+__all__ = [
+    "COMPARABLE",
+    "Run",
+    "build_table",
+    "check_output_file",
+    "compare",
+    "load_run",
+    "plot",
+    "to_markdown",
+]

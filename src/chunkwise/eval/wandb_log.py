@@ -1,4 +1,8 @@
-"""Log an evaluation to Weights & Biases: resolved config, metrics, a per-sample table.
+"""Log an evaluation to Weights & Biases: resolved config, metrics, a per-sample table, and
+results.json as an artifact (type ``eval_results``, as lm-evaluation-harness logs it).
+
+``wandb_entity`` and ``wandb_tags`` go to ``wandb.init``; ``wandb_step`` is the step the metrics
+are logged at (a checkpoint's training step, so evals of several checkpoints line up).
 
 Offline unless the user says otherwise: ``WANDB_MODE`` defaults to ``offline`` here, so runs land
 in ``<run folder>/wandb/offline-run-*`` and can be pushed later with ``wandb sync``. Set
@@ -20,6 +24,7 @@ SAMPLE_COLUMNS = (
     "id",
     "question",
     "prediction",
+    "extracted",
     "reference",
     "score",
     "llm_calls",
@@ -53,7 +58,11 @@ def _cell(value: Any) -> Any:
 
 
 def log_eval(
-    run_dir: str | Path, results: dict[str, Any], samples: dict[str, list[dict]]
+    run_dir: str | Path,
+    results: dict[str, Any],
+    samples: dict[str, list[dict]],
+    *,
+    results_file: str | Path | None = None,
 ) -> Path | None:
     """Log one evaluation; returns the wandb run's local folder (None when disabled).
 
@@ -84,19 +93,24 @@ def log_eval(
     if own:
         run = wandb.init(
             project=cfg.get("wandb_project") or "chunkwise-eval",
+            entity=cfg.get("wandb_entity") or None,
             name=run_dir.name,
             dir=str(run_dir),
             config=config,
             job_type="eval",
             mode=mode,
-            tags=[cfg["strategy"], cfg["benchmark"]],
+            tags=list(
+                dict.fromkeys([cfg["strategy"], cfg["benchmark"], *cfg.get("wandb_tags", [])])
+            ),
         )
     else:
         run = wandb.run
         run.config.update({"eval": config}, allow_val_change=True)
+    step = cfg.get("wandb_step")
+    at = {"step": int(step)} if step is not None else {}
     try:
         metrics = metrics_of(results)
-        run.log(metrics)
+        run.log(metrics, **at)
         run.summary.update(metrics)
         table = wandb.Table(columns=list(SAMPLE_COLUMNS))
         for task, rows in samples.items():
@@ -104,7 +118,13 @@ def log_eval(
                 table.add_data(
                     *[_cell(task if c == "task" else row.get(c)) for c in SAMPLE_COLUMNS]
                 )
-        run.log({"eval/samples": table})
+        run.log({"eval/samples": table}, **at)
+        if results_file is not None and Path(results_file).is_file():
+            artifact = wandb.Artifact(
+                f"results-{_artifact_name(run_dir.name)}", type="eval_results"
+            )
+            artifact.add_file(str(results_file), name="results.json")
+            run.log_artifact(artifact)
         folder = Path(run.dir).parent if getattr(run, "dir", None) else None
     finally:
         if own:
@@ -113,6 +133,11 @@ def log_eval(
             # down flushes it (only done when the run was ours, so no other run is cut off)
             wandb.teardown()
     return folder
+
+
+def _artifact_name(name: str) -> str:
+    """wandb artifact names take letters, digits, '-', '_' and '.'."""
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "eval"
 
 
 __all__ = ["SAMPLE_COLUMNS", "log_eval", "metrics_of"]

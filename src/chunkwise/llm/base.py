@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from chunkwise.errors import BadParams
+
 Message = dict[str, str]
 Prompt = str | list[Message]
 FinishReason = Literal["stop", "length", "error"]
@@ -30,12 +32,14 @@ class GenerationParams:
     logprobs: bool = False
 
     def __post_init__(self) -> None:
+        # the one place decoding settings are checked, whatever took them (CLI flags, strategy
+        # options, server requests); BadParams is a ValueError and a one-line BadInput
         if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+            raise BadParams(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise BadParams(f"temperature must be a finite number >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise BadParams(f"top_p must be in (0, 1], got {self.top_p}")
         object.__setattr__(self, "stop", tuple(self.stop))
 
     def with_(self, **changes: object) -> GenerationParams:
@@ -56,7 +60,13 @@ class Request:
 
 @dataclass
 class Completion:
-    """What a backend returns for one request."""
+    """What a backend returns for one request.
+
+    The stop-string contract, the same on every backend: when generation ends on one of the
+    request's stop strings, ``text`` ends right *before* it (the stop string is not part of
+    the text), ``finish_reason`` is ``"stop"`` and ``stop_reason`` is that stop string.
+    Otherwise ``stop_reason`` is ``None`` (an end-of-sequence token, the length limit).
+    """
 
     text: str
     prompt_tokens: int

@@ -7,7 +7,6 @@ as the embedded default) get plain prompts.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import defaultdict
@@ -17,7 +16,7 @@ from typing import Any
 
 from chunkwise.errors import BadInput, MissingDependency
 from chunkwise.llm.base import LLM, Completion, GenerationParams, Prompt, Request, find_stop
-from chunkwise.llm.spec import ModelSpec, parse_spec
+from chunkwise.llm.spec import ModelSpec, file_options, parse_spec
 from chunkwise.text.tokens import HFTokenCounter
 
 log = logging.getLogger(__name__)
@@ -251,12 +250,51 @@ def _resolve(target: str) -> tuple[str, bool]:
     return target, False
 
 
-def _base_of_adapter(folder: Path) -> str:
+#: options that a spec read from a file in a model folder (chunkwise_model.json,
+#: adapter_config.json) may set: plain data. Anything that runs or fetches code
+#: (``trust_remote_code``, a hub kernel repo as ``attn``) comes only from the user's own spec.
+FILE_OPTIONS = frozenset(
+    {"ctx", "dtype", "device", "chat", "batch_size", "max_batch_tokens", "prefill_chunk", "merge"}
+)
+#: attention implementations built into transformers (anything else names a hub kernel repo)
+BUILTIN_ATTN = frozenset(
+    {"sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention"}
+)
+
+
+def _safe_from_file(key: str, value: str) -> bool:
+    return key in FILE_OPTIONS or (key == "attn" and value in BUILTIN_ATTN)
+
+
+def _base_of_adapter(folder: Path) -> tuple[ModelSpec, Path]:
+    """The base model an adapter folder names, and the file that named it."""
+    from chunkwise.io import read_json
+
     meta = folder / BASE_SPEC_FILE
     if meta.exists():
-        return json.loads(meta.read_text())["base"]
-    cfg = json.loads((folder / "adapter_config.json").read_text())
-    return "hf:" + cfg["base_model_name_or_path"]
+        data, key = read_json(meta), "base"
+    else:
+        meta = folder / "adapter_config.json"
+        data, key = read_json(meta), "base_model_name_or_path"
+    base = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(base, str) or not base.strip():
+        raise BadInput(f"{meta}: no {key!r} naming the base model of this adapter")
+    spec = parse_spec(base if meta.name == BASE_SPEC_FILE else "hf:" + base)
+    if spec.backend != "hf" or spec.adapter is not None:
+        raise BadInput(f"{meta}: base model {base!r} must be a plain hf: spec (no adapter)")
+    return spec, meta
+
+
+def _custom_code_error(path: str, e: ValueError) -> BadInput | None:
+    """transformers' refusal to run a model's own code, as one line saying what to do."""
+    text = str(e)
+    if "trust_remote_code" not in text:
+        return None
+    return BadInput(
+        f"model {path!r} needs its own Python code (custom architecture); chunkwise does not "
+        "run it unless you ask: add ?trust_remote_code=1 to your --model spec "
+        f"(e.g. hf:{path}?trust_remote_code=1) only if you trust that code"
+    )
 
 
 def load(spec: ModelSpec) -> LLM:
@@ -266,9 +304,10 @@ def load(spec: ModelSpec) -> LLM:
     target, adapter, options = spec.target, spec.adapter, dict(spec.options)
     folder = Path(target).expanduser()
     if adapter is None and folder.is_dir() and (folder / "adapter_config.json").exists():
-        base = parse_spec(_base_of_adapter(folder))
+        base, source = _base_of_adapter(folder)
         target, adapter = base.target, str(folder)
-        options = {**base.options, **options}
+        # the user's own options win; the file's may never enable code (FILE_OPTIONS)
+        options = {**file_options(base.options, source, _safe_from_file), **options}
     path, is_default = _resolve(target)
     if not is_default and not Path(path).expanduser().exists() and "/" not in path:
         raise BadInput(f"model {path!r} is neither a local folder nor a hub id (org/name)")
@@ -308,6 +347,11 @@ def load(spec: ModelSpec) -> LLM:
         )
     except OSError as e:
         raise BadInput(f"cannot load model {path!r}: {str(e).splitlines()[0]}") from None
+    except ValueError as e:
+        err = _custom_code_error(path, e)
+        if err is None:
+            raise
+        raise err from None
     if adapter:
         try:
             from peft import PeftModel

@@ -18,6 +18,12 @@ GGUF file. Options after ``?``:
 
 llama.cpp runs one sequence at a time, so requests are completed one after another and each
 completion's ``latency_s`` is its own.
+
+Stop strings follow the contract of :mod:`chunkwise.llm.base` (text ends before the stop string,
+``stop_reason`` names it). llama-cpp-python cuts stop strings itself but does not say which one
+(nor whether it was one rather than the end-of-sequence token), so completions are streamed
+token by token and the stop strings are matched here, ending the stream at the first hit, as
+the ``hf`` backend does.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput, MissingDependency
-from chunkwise.llm.base import LLM, Completion, Message, Prompt, Request
+from chunkwise.llm.base import LLM, Completion, Message, Prompt, Request, find_stop
 from chunkwise.llm.spec import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -196,7 +202,7 @@ class LlamaCppBackend(LLM):
             "max_tokens": min(p.max_new_tokens, room),
             "temperature": p.temperature,
             "top_p": 1.0 if p.temperature == 0 else p.top_p,
-            "stop": list(p.stop) or None,
+            "stream": True,  # stop strings are matched here, see the module docstring
         }
         seed = p.seed if p.seed is not None else self.default_seed
         if seed is not None:
@@ -206,34 +212,60 @@ class LlamaCppBackend(LLM):
             if p.logprobs:
                 kwargs["logprobs"] = True
                 kwargs["top_logprobs"] = 1
-            out = self.model.create_chat_completion(messages=list(req.prompt), **kwargs)
-            choice = out["choices"][0]
-            text_out = choice["message"].get("content") or ""
-            lps, toks = _chat_logprobs(choice.get("logprobs"))
+            stream = self.model.create_chat_completion(messages=list(req.prompt), **kwargs)
         else:
             if p.logprobs:
                 kwargs["logprobs"] = 1
-            out = self.model.create_completion(text, **kwargs)
-            choice = out["choices"][0]
-            text_out = choice.get("text") or ""
-            lps, toks = _completion_logprobs(choice.get("logprobs"))
+            stream = self.model.create_completion(text, **kwargs)
+        full, lps, toks, n_tokens, reason, hit, cut = "", [], [], 0, None, None, 0
+        for chunk in stream:
+            choice = chunk["choices"][0]
+            if use_chat:
+                piece = (choice.get("delta") or {}).get("content") or ""
+                c_lps, c_toks = _chat_logprobs(choice.get("logprobs"))
+            else:
+                piece = choice.get("text") or ""
+                c_lps, c_toks = _completion_logprobs(choice.get("logprobs"))
+            if piece or c_toks:
+                n_tokens += len(c_toks) if c_toks else 1
+            lps.extend(c_lps or ())
+            toks.extend(c_toks or ())
+            full += piece
+            reason = choice.get("finish_reason") or reason
+            cut, hit = find_stop(full, p.stop)
+            if hit is not None:
+                break
+        if hasattr(stream, "close"):
+            stream.close()  # after a stop string: llama.cpp generates no further
         latency = time.perf_counter() - t0
-        usage = out.get("usage") or {}
-        reason = choice.get("finish_reason")
+        text_out = full[:cut] if hit is not None else full
+        kept_lps, kept_toks = _trim(lps, toks, len(text_out))
+        if n_prompt is None:  # a streamed chat completion reports no usage
+            n_prompt = self.prompt_tokens(req.prompt)
         return Completion(
             text=text_out,
-            prompt_tokens=int(usage.get("prompt_tokens", n_prompt or 0)),
-            completion_tokens=int(usage.get("completion_tokens", len(toks or ()))),
-            finish_reason="length" if reason == "length" else "stop",
+            prompt_tokens=int(n_prompt or 0),
+            completion_tokens=n_tokens,
+            finish_reason="length" if hit is None and reason == "length" else "stop",
             latency_s=latency,
-            token_logprobs=lps if p.logprobs else None,
-            tokens=toks if p.logprobs else None,
+            token_logprobs=kept_lps if p.logprobs else None,
+            tokens=kept_toks if p.logprobs else None,
+            stop_reason=hit,
         )
 
     def close(self) -> None:
         model, self.model = getattr(self, "model", None), None
         if model is not None and hasattr(model, "close"):
             model.close()
+
+
+def _trim(lps: list[float], toks: list[str], n_chars: int) -> tuple[list[float], list[str]]:
+    """The tokens (and their log-probabilities) that start within the first ``n_chars``."""
+    keep, pos = 0, 0
+    while keep < len(toks) and pos < n_chars:
+        pos += len(toks[keep])
+        keep += 1
+    return lps[:keep], toks[:keep]
 
 
 def _completion_logprobs(data: Any) -> tuple[list[float] | None, list[str] | None]:

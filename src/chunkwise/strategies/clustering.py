@@ -10,6 +10,10 @@ Two clusterings, both returning *soft* clusters (a point may sit in several):
 * :func:`guided_clusters` — DTCRS's first layer. Chunk and sub-question embeddings are
   reduced by **one** UMAP fit over both sets together; the mixture then has exactly one
   component per sub-question, its means initialised at the reduced sub-question points.
+  Two schemes, as the DTCRS code's ``cluster_method``: ``global`` (its default: that UMAP
+  uses 10 neighbours and the guided mixture is the layer) and ``hierarchical`` (the UMAP
+  uses ``sqrt(N - 1)`` neighbours, and every guided cluster of more than ``dim + 1`` chunks
+  is split again by a local UMAP + BIC-chosen mixture, as in RAPTOR's local stage).
 
 :func:`split_oversized` re-clusters any cluster whose members exceed the summarizer's token
 budget (RAPTOR's recursive re-clustering), falling back to packing the members in order
@@ -223,15 +227,7 @@ def raptor_clusters(
     glob_labels = _at_least_one(glob)
     clusters: list[list[int]] = []
     for members in _groups(glob_labels, glob.n_components):
-        if len(members) <= dim + 1:
-            clusters.append(members)
-            continue
-        sub = reduce_dims(
-            x[members], n_neighbors=LOCAL_NEIGHBOURS, dim=dim, random_state=random_state
-        )
-        loc = fit_mixture(sub, threshold=threshold, max_clusters=max_clusters)
-        for local in _groups(_at_least_one(loc), loc.n_components):
-            clusters.append([members[i] for i in local])
+        clusters.extend(_local_stage(x, members, dim, threshold, random_state, max_clusters))
     return _dedupe(clusters)
 
 
@@ -265,29 +261,46 @@ class GuidedLayer:
     unassigned: list[int] = field(default_factory=list)
 
 
+GUIDED_MODES = ("global", "hierarchical")
+
+
 def guided_clusters(
     chunk_embeddings: np.ndarray,
     question_embeddings: np.ndarray,
     *,
     dim: int = DEFAULT_DIM,
     threshold: float = DEFAULT_THRESHOLD,
-    n_neighbors: int = LOCAL_NEIGHBOURS,
+    n_neighbors: int | None = None,
+    mode: str = "global",
     random_state: int | None = 0,
+    max_clusters: int = MAX_BIC_CLUSTERS,
 ) -> GuidedLayer:
     """One UMAP fit over chunks and sub-questions together, then a mixture with one component
     per sub-question whose means start at the reduced sub-question points.
+
+    ``mode="global"``: the UMAP uses ``n_neighbors`` (10) and the guided clusters are the
+    result. ``mode="hierarchical"``: the UMAP uses ``sqrt(N - 1)`` neighbours (N chunks and
+    sub-questions) unless ``n_neighbors`` is given, and each guided cluster of more than
+    ``dim + 1`` chunks is re-clustered locally (UMAP with 10 neighbours on its own chunk
+    embeddings, BIC-chosen mixture, soft labels, every chunk in at least one).
 
     The mixture is fitted on the chunk points; when there are fewer chunks than
     sub-questions it is fitted on chunks and sub-question points together (a mixture needs
     at least as many points as components). Clusters are lists of chunk indices, one per
     component that received any chunk, in sub-question order.
     """
+    if mode not in GUIDED_MODES:
+        raise ValueError(f"guided clustering mode {mode!r}; valid: {', '.join(GUIDED_MODES)}")
     chunks = np.asarray(chunk_embeddings, dtype=np.float32)
     questions = np.asarray(question_embeddings, dtype=np.float32)
     nc, nq = len(chunks), len(questions)
     if nq == 0:
         raise ValueError("guided clustering needs at least one sub-question")
     joint = np.concatenate([chunks, questions], axis=0)
+    if n_neighbors is None:
+        n_neighbors = (
+            LOCAL_NEIGHBOURS if mode == "global" else int(math.sqrt(max(1, len(joint) - 1)))
+        )
     reduced = reduce_dims(joint, n_neighbors=n_neighbors, dim=dim, random_state=random_state)
     rc, rq = reduced[:nc], reduced[nc:]
     fit_points = rc if nc >= max(nq, 2) else reduced
@@ -299,7 +312,35 @@ def guided_clusters(
     )
     labels = fit.labels[:nc]
     unassigned = [i for i, lab in enumerate(labels) if not lab]
-    return GuidedLayer(_groups(labels, fit.n_components), rc, rq, fit, unassigned)
+    clusters = _groups(labels, fit.n_components)
+    if mode == "hierarchical":
+        clusters = _dedupe(
+            [
+                part
+                for members in clusters
+                for part in _local_stage(
+                    chunks, members, dim, threshold, random_state, max_clusters
+                )
+            ]
+        )
+    return GuidedLayer(clusters, rc, rq, fit, unassigned)
+
+
+def _local_stage(
+    x: np.ndarray,
+    members: list[int],
+    dim: int,
+    threshold: float,
+    random_state: int | None,
+    max_clusters: int,
+) -> list[list[int]]:
+    """RAPTOR's local stage on the rows ``members`` of ``x`` (global ids back); a cluster of
+    ``dim + 1`` or fewer members is kept whole."""
+    if len(members) <= dim + 1:
+        return [members]
+    sub = reduce_dims(x[members], n_neighbors=LOCAL_NEIGHBOURS, dim=dim, random_state=random_state)
+    loc = fit_mixture(sub, threshold=threshold, max_clusters=max_clusters)
+    return [[members[i] for i in local] for local in _groups(_at_least_one(loc), loc.n_components)]
 
 
 def split_oversized(
@@ -361,6 +402,7 @@ def pack_in_order(members: Sequence[int], sizes: Sequence[int], budget: int) -> 
 __all__ = [
     "DEFAULT_DIM",
     "DEFAULT_THRESHOLD",
+    "GUIDED_MODES",
     "GuidedLayer",
     "MixtureFit",
     "best_component_count",

@@ -4,8 +4,14 @@ Map outputs follow the structured information protocol (:mod:`.protocol`) and ar
 records whose *answer* says NO INFORMATION are dropped; the rest are collapsed in document
 order until they fit the reduce call; the reduce call resolves conflicts by confidence.
 Confidence comes from the model's own 0-5 score (``self``), from the mean probability of the
-answer tokens (``logprob``), or both. Chat models get the protocol as instructions; base
-models get completion scaffolds (``prompts/mapreduce/base.yaml``).
+answer tokens (``logprob``), or both; ``confidence=off`` neither asks for, shows nor uses one.
+Chat models get the protocol as instructions; base models get completion scaffolds
+(``prompts/mapreduce/base.yaml``).
+
+Two separate ablation knobs: ``calibration=false`` removes exactly the in-context calibration
+block (scoring principles and worked example) from the map, collapse and reduce prompts and
+changes nothing else; ``confidence=off`` removes the confidence score itself (not requested,
+not shown to collapse/reduce, no floor, no confidence ordering).
 """
 
 from __future__ import annotations
@@ -18,7 +24,13 @@ from chunkwise.errors import BadInput, ChunkwiseError
 from chunkwise.llm import LLM, Completion, GenerationParams, Request
 from chunkwise.prompts import load_text, prompt_set
 from chunkwise.strategies.base import Answer, Query, Stats, Strategy, TraceEvent, register
-from chunkwise.strategies.protocol import NO_INFO, Record, parse_record, render_record
+from chunkwise.strategies.protocol import (
+    NO_INFO,
+    Record,
+    missing_answer,
+    parse_record,
+    render_record,
+)
 from chunkwise.text import chunk_budget, chunk_document, middle_truncate
 
 log = logging.getLogger(__name__)
@@ -39,15 +51,31 @@ class _Prompts:
     calibration: str
     #: the query's answer prefix; base-model findings are shown as "<prefix> <answer>"
     answer_prefix: str = ""
+    #: whether prompts ask for, show and use a confidence score (``confidence`` != off)
+    with_confidence: bool = True
 
     def render(self, name: str, **values: str) -> str:
         values.setdefault("answer_prefix", "Answer:")
-        text = self.templates[name].format(
-            calibration=self.calibration, hint=self.templates.get("hint", ""), **values
-        )
+        prefix = "conf_" if self.with_confidence else "noconf_"
+        for slot in CONFIDENCE_SLOTS:
+            values.setdefault(f"conf_{slot}", str(self.templates.get(prefix + slot, "")))
+        values.setdefault("hint", self.templates.get("hint", ""))  # a task's own hint wins
+        text = self.templates[name].format(calibration=self.calibration, **values)
         # No trailing space after a final "Answer:": sentencepiece tokenizers attach the
         # space to the answer's first token, and a dangling space derails base models.
         return "\n".join(line.rstrip() for line in text.splitlines()).strip()
+
+
+@dataclass
+class MapPlan:
+    """What a run decides before the first call: prompts, confidence source, chunks."""
+
+    prompts: _Prompts
+    source: str
+    window: int
+    budget: int
+    chunks: list[Any]
+    map_params: GenerationParams
 
 
 @register
@@ -57,8 +85,11 @@ class MapReduce(Strategy):
     chunk_tokens        cap on chunk size (default: the prompt set's ``chunk_tokens`` if it has
                         one, else whatever fits the window)
     protocol            structured | plain (free-text notes: the paper's ablation)
-    calibration         in-context confidence calibration on/off
-    confidence          auto | self | logprob | both
+    calibration         in-context confidence calibration on/off: only the calibration block
+                        (principles + worked example) is removed; scores are still asked for
+                        and used
+    confidence          auto | self | logprob | both | off (off: no score is asked for, shown
+                        to collapse/reduce, or used by the floor or the reduce order)
     prompts             auto | chat | base  (auto: chat when the model has a chat template)
     max_collapse_rounds bound on collapse rounds, then an error
     early_stop          stop a map call as soon as it says NO INFORMATION
@@ -67,8 +98,11 @@ class MapReduce(Strategy):
     min_confidence      drop map records below this confidence (auto: the prompt set's
                         ``min_confidence``: 3.0 for base models, whose answer-token probability
                         is the only "no information" signal they give; 0 for chat models)
-    keep_when_all_low   when every record falls below min_confidence, keep this many of the
+    keep_when_all_low   when no scored record reaches min_confidence, keep this many of the
                         most confident instead of none
+    unscored            keep | drop: what the floor does with records that got no confidence
+                        (no score in the text, no log-probabilities from the backend); counted
+                        in stats as ``unscored_kept`` / ``unscored_dropped``
     """
 
     name = "mapreduce"
@@ -87,11 +121,13 @@ class MapReduce(Strategy):
         temperature: float = 0.0,
         min_confidence: str = "auto",
         keep_when_all_low: int = 3,
+        unscored: str = "keep",
     ):
         super().__init__(window)
         for opt, value, allowed in (
             ("protocol", protocol, ("structured", "plain")),
-            ("confidence", confidence, ("auto", "self", "logprob", "both")),
+            ("confidence", confidence, ("auto", "self", "logprob", "both", "off")),
+            ("unscored", unscored, ("keep", "drop")),
             ("prompts", prompts, ("auto", "chat", "base")),
             ("reduce_order", reduce_order, ("auto", "document", "confidence")),
         ):
@@ -116,6 +152,7 @@ class MapReduce(Strategy):
                 ) from None
         self.min_confidence = min_confidence
         self.keep_when_all_low = keep_when_all_low
+        self.unscored = unscored
 
     # -- set-up ---------------------------------------------------------------------------
     def _prompts(self, llm: LLM, family: str) -> _Prompts:
@@ -126,10 +163,13 @@ class MapReduce(Strategy):
     def prompt_set(self, kind: str, family: str) -> _Prompts:
         """The prompt set for a model kind (``chat`` | ``base``) and task family."""
         templates = prompt_set("mapreduce", kind, family)
+        with_conf = self.confidence != "off" and self.protocol == "structured"
         calibration = ""
-        if self.calibration and self.protocol == "structured":
+        if self.calibration and with_conf:
             calibration = templates.get("calibration") or load_text("mapreduce/calibration.txt")
-        return _Prompts(kind, templates, calibration)
+            if templates.get("calibration_rule"):
+                calibration += "\n" + str(templates["calibration_rule"])
+        return _Prompts(kind, templates, calibration, with_confidence=with_conf)
 
     def map_prompt(self, p: _Prompts, chunk: str, query: Query) -> str:
         return p.render(self._template("map"), chunk=chunk, **_q(query))
@@ -150,7 +190,7 @@ class MapReduce(Strategy):
         """What a map or collapse call should output for ``record`` (a training target)."""
         if self.protocol == "plain" or p.kind == "base":
             return " " + (record.answer or record.extracted_information or NO_INFO).strip()
-        return render_record(record, with_confidence=True)
+        return render_record(record, with_confidence=p.with_confidence)
 
     def _confidence_source(self, p: _Prompts) -> str:
         if self.confidence != "auto":
@@ -176,26 +216,37 @@ class MapReduce(Strategy):
         return f"plain_{name}" if self.protocol == "plain" else name
 
     # -- the pipeline ---------------------------------------------------------------------
-    def run(self, document: str, query: Query, llm: LLM) -> Answer:
+    def plan(self, document: str, query: Query, llm: LLM) -> MapPlan:
+        """The prompt set, chunk budget and chunks a run on ``llm`` uses (public so that a
+        teacher renders exactly the chunks and prompts decoding sends)."""
         p = replace(self._prompts(llm, query.task), answer_prefix=query.answer_prefix)
         source = self._confidence_source(p)
         window = self.effective_window(llm)
-        stats = Stats()
-        trace: list[TraceEvent] = []
-        want_lp = source in ("logprob", "both")
-
-        map_params = self._params(p, "map", want_lp)
+        map_params = self._params(p, "map", source in ("logprob", "both"))
         template_tokens = llm.prompt_tokens(llm.as_prompt(self.map_prompt(p, "", query)))
         budget = chunk_budget(window, template_tokens, 0, map_params.max_new_tokens)
         chunk_cap = self.chunk_tokens or int(p.templates.get("chunk_tokens", 0))
         if chunk_cap:
             budget = min(budget, chunk_cap)
         chunks = chunk_document(document, llm, budget)
+        return MapPlan(p, source, window, budget, chunks, map_params)
+
+    def run(self, document: str, query: Query, llm: LLM) -> Answer:
+        plan = self.plan(document, query, llm)
+        p, source, window, budget, chunks = (
+            plan.prompts,
+            plan.source,
+            plan.window,
+            plan.budget,
+            plan.chunks,
+        )
+        map_params = plan.map_params
+        stats = Stats()
+        trace: list[TraceEvent] = []
         stats.extra.update(
             chunks=len(chunks),
             chunk_budget=budget,
             prompt_kind=p.kind,
-            confidence_source=source,
             prompt_version=p.templates["version"],
         )
 
@@ -212,7 +263,16 @@ class MapReduce(Strategy):
             records.append(rec)
             trace.append(self._event("map", [c.index], rec, out))
         kept = [r for r in records if not r.no_information]
-        stats.extra.update(map_no_information=len(records) - len(kept), early_stops=early)
+        unscored = sum(r.confidence is None for r in kept)
+        stats.extra.update(
+            map_no_information=len(records) - len(kept),
+            early_stops=early,
+            map_truncated=sum(r.truncated for r in records),
+            map_no_answer=sum(r.answer is None and not r.no_information for r in records),
+            confidence_requested=source,
+            confidence_source=_actual_source(source, len(kept), unscored),
+            unscored_records=unscored,
+        )
         kept = self.confident_records(kept, p, stats)
 
         kept, rounds = self._collapse(llm, p, source, query, kept, window, stats, trace)
@@ -227,12 +287,21 @@ class MapReduce(Strategy):
         prompt = self.reduce_prompt(p, kept, query)
         out = self.call(llm, [self._request(llm, prompt, reduce_params)], stats)[0]
         final = parse_record(out.text, answer_only=True)
-        answer = final.answer if final.answer is not None else out.text.strip()
+        # answer_only parses header-free text as the answer, so None means the output had
+        # fields (a rationale) but no answer: never hand the rationale back as the answer
+        answer = final.answer if final.answer is not None else ""
+        stats.extra["reduce_no_answer"] = final.answer is None
+        stats.extra["reduce_truncated"] = out.finish_reason == "length"
         trace.append(
             TraceEvent(
                 "reduce",
                 sorted({s for r in kept for s in r.sources}),
-                {"raw": out.text, "answer": answer, "rationale": final.rationale},
+                {
+                    "raw": out.text,
+                    "answer": answer,
+                    "rationale": final.rationale,
+                    "finish_reason": out.finish_reason,
+                },
                 out.prompt_tokens,
                 out.completion_tokens,
                 out.latency_s,
@@ -240,22 +309,37 @@ class MapReduce(Strategy):
         )
         return Answer(answer, trace, stats)
 
-    def confident_records(self, records: list[Record], p: _Prompts, stats: Stats) -> list[Record]:
-        """Drop records under the confidence floor (keeping the best few if all are under)."""
-        floor = float(
+    def min_confidence_for(self, p: _Prompts) -> float:
+        """The confidence floor in force (0: none; always 0 under confidence=off)."""
+        if not p.with_confidence:
+            return 0.0
+        return float(
             p.templates.get("min_confidence", 0)
             if self.min_confidence == "auto"
             else self.min_confidence
         )
+
+    def confident_records(self, records: list[Record], p: _Prompts, stats: Stats) -> list[Record]:
+        """Drop scored records under the confidence floor; when no scored record reaches it,
+        keep the ``keep_when_all_low`` most confident. Records with no confidence are kept
+        or dropped as ``unscored`` says, and counted either way."""
+        floor = self.min_confidence_for(p)
         if floor <= 0:
             return records
         scored = [r for r in records if r.confidence is not None]
-        above = [r for r in records if r.confidence is None or r.confidence >= floor]
-        if not above and scored:
-            best = sorted(scored, key=lambda r: -r.confidence)[: self.keep_when_all_low]
-            above = [r for r in records if r in best]  # document order
-        stats.extra["low_confidence_dropped"] = len(records) - len(above)
-        return above
+        passing = [r for r in scored if r.confidence >= floor]
+        if not passing and scored:
+            passing = sorted(scored, key=lambda r: -r.confidence)[: self.keep_when_all_low]
+        unscored = [r for r in records if r.confidence is None]
+        keep_ids = {id(r) for r in passing}
+        if self.unscored == "keep":
+            keep_ids |= {id(r) for r in unscored}
+        kept = [r for r in records if id(r) in keep_ids]  # document order
+        stats.extra["low_confidence_dropped"] = len(scored) - len(passing)
+        stats.extra["unscored_kept" if self.unscored == "keep" else "unscored_dropped"] = len(
+            unscored
+        )
+        return kept
 
     def _record(self, out: Completion, p: _Prompts, source: str, sources: list[int]) -> Record:
         text = out.text
@@ -271,6 +355,10 @@ class MapReduce(Strategy):
         else:
             rec = parse_record(text, answer_only=p.kind == "base")
         rec.sources = list(sources)
+        rec.truncated = out.finish_reason == "length"
+        if source == "off":
+            rec.confidence = None
+            return rec
         lp = None
         if source in ("logprob", "both") and rec.answer and out.token_logprobs is not None:
             start = out.text.find(rec.answer)
@@ -299,11 +387,11 @@ class MapReduce(Strategy):
 
     def _render(self, r: Record, p: _Prompts) -> str:
         """One record as the collapse and reduce stages see it (label included)."""
-        with_conf = bool(p.calibration) and r.confidence is not None
+        with_conf = p.with_confidence and r.confidence is not None
         key = "record" if with_conf else "record_no_confidence"
         template = p.templates.get(key) if self.protocol == "structured" else None
         if template:
-            answer = (r.answer or NO_INFO).strip()
+            answer = (r.answer if r.answer is not None else missing_answer(r)).strip()
             if p.answer_prefix and r.answer:
                 answer = f"{p.answer_prefix} {answer}"
             return template.format(
@@ -328,7 +416,9 @@ class MapReduce(Strategy):
             return NO_RELEVANT
         order = self.reduce_order
         if order == "auto":
-            order = "confidence" if p.kind == "base" and p.calibration else "document"
+            order = "confidence" if p.kind == "base" and p.with_confidence else "document"
+        if not p.with_confidence:
+            order = "document"
         return self._render_all(records, p, order)
 
     def _collapse(
@@ -400,7 +490,7 @@ class MapReduce(Strategy):
                 inputs = [records[i] for i in g]
                 sources = sorted({s for r in inputs for s in r.sources})
                 rec = self._record(out, p, source, sources)
-                if rec.confidence is None:
+                if rec.confidence is None and p.with_confidence:
                     rec.confidence = _combined_confidence(rec, inputs)
                 trace.append(self._event("collapse", sources, rec, out, rounds))
                 if not rec.no_information:
@@ -408,8 +498,23 @@ class MapReduce(Strategy):
             records = merged
 
 
+#: prompt slots that differ between confidence on and off (``conf_<slot>`` / ``noconf_<slot>``)
+CONFIDENCE_SLOTS = ("step", "format", "findings", "collapse_rule", "collapse_step", "reduce_rule")
+
+
+def _actual_source(requested: str, n: int, unscored: int) -> str:
+    """What the kept map records' confidences really came from: the requested source, ``none``
+    when no record got one, ``<source>+none`` when only some did."""
+    if requested == "off" or (n and unscored == n):
+        return "none"
+    return requested if not unscored else f"{requested}+none"
+
+
 def _q(query: Query) -> dict[str, str]:
-    return {"question": query.render(), "answer_prefix": query.answer_prefix or "Answer:"}
+    values = {"question": query.render(), "answer_prefix": query.answer_prefix or "Answer:"}
+    if query.hint is not None:
+        values["hint"] = query.hint
+    return values
 
 
 def _parts(r: Record) -> str:

@@ -3,8 +3,13 @@
 A map or collapse output carries four fields — extracted information, rationale, answer (or
 a NO-INFORMATION marker) and a 0–5 confidence. The reference implementation passes raw text
 along; we parse it so that filtering, confidence weighting and training data can rely on it.
-The parser never raises: missing or reordered fields, markdown decoration, extra prose and
-confidence written as "4/5", "4.5", "high" or not at all are all handled.
+The parser never raises: missing or reordered fields, markdown decoration, extra prose,
+headers such as "Confidence Score (0-5):" or "Confidence level:", and confidence written as
+"4/5", "4.5", "high", "based on 2 of the 3 facts, 4" or not at all are all handled.
+
+A record whose output has no answer field (the model skipped it, or generation was cut by
+``max_new_tokens`` before reaching it) keeps ``answer=None``; it is shown to later stages as
+"no answer given", never as the NO INFORMATION marker, which only the model itself may write.
 """
 
 from __future__ import annotations
@@ -24,17 +29,33 @@ _FIELD_NAMES = {
     ),
     "rationale": ("rationale", "reasoning", "分析"),
     "answer": ("final answer", "answer", "答案"),
-    "confidence": ("confidence score", "confidence", "置信度分数", "置信度"),
+    "confidence": (
+        "confidence score",
+        "confidence level",
+        "confidence rating",
+        "confidence",
+        "置信度分数",
+        "置信度",
+    ),
 }
 _ALIAS = {alias: name for name, aliases in _FIELD_NAMES.items() for alias in aliases}
 _HEADER = re.compile(
     r"(?im)^[ \t>*#_\-]*(?:\d+[.)]\s*)?\**\s*("
     + "|".join(sorted((re.escape(a) for a in _ALIAS), key=len, reverse=True))
-    + r")\s*\**\s*[:：]\s*\**[ \t]*"
+    + r")\s*\**\s*(?:[(（][^()\n（）]{0,30}[)）]\s*\**\s*)?[:：]\s*\**[ \t]*"
 )
 _NO_INFO = re.compile(r"^\W*no[\s_-]*(?:relevant[\s_-]*)?information\b", re.I)
 _FRACTION = re.compile(r"(\d+(?:\.\d+)?)\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?)", re.I)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+#: a number that counts things ("2 of the 3 facts", "3 sentences") rather than scores
+_COUNT_AFTER = re.compile(
+    r"\s*(?:of\b|(?!(?:points|stars|because|this|thus|is|was|has|as|yes|plus|unless)\b)"
+    r"[a-z]+s\b)"
+)
+_COUNT_BEFORE = re.compile(r"\bof\s+(?:the\s+|all\s+)?$")
+#: what a record with no answer field is shown as (not the NO INFORMATION marker)
+NO_ANSWER = "(no answer given)"
+CUT_OFF = "(cut off before an answer)"
 _WORDS = (
     ("very high", 5.0),
     ("high", 4.0),
@@ -56,8 +77,14 @@ def parse_confidence(text: str | None) -> float | None:
         num, den = float(m.group(1)), float(m.group(2))
         if den > 0:
             return max(0.0, min(5.0, 5.0 * num / den))
-    m = _NUMBER.search(t)
-    if m:
+    numbers = list(_NUMBER.finditer(t))
+    scores = [
+        m
+        for m in numbers
+        if not _COUNT_AFTER.match(t, m.end()) and not _COUNT_BEFORE.search(t[: m.start()])
+    ]
+    m = (scores or numbers or [None])[0]
+    if m is not None:
         return max(0.0, min(5.0, float(m.group())))
     for word, value in _WORDS:
         if re.search(rf"\b{word}\b", t):
@@ -87,6 +114,8 @@ class Record:
     raw: str = ""
     #: chunk indices this record covers (one for a map record, several after collapse)
     sources: list[int] = field(default_factory=list)
+    #: generation stopped at max_new_tokens (an answer field it lacks was cut off, not skipped)
+    truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -135,6 +164,13 @@ def parse_record(text: str, *, answer_only: bool = False) -> Record:
     )
 
 
+def missing_answer(r: Record) -> str:
+    """How a record without an answer field is shown: NO INFORMATION only if it said so."""
+    if r.no_information:
+        return NO_INFO
+    return CUT_OFF if r.truncated else NO_ANSWER
+
+
 def render_record(r: Record, *, with_confidence: bool = True, structured: bool = True) -> str:
     """How a record is shown to the collapse and reduce stages."""
     if not structured:
@@ -144,7 +180,7 @@ def render_record(r: Record, *, with_confidence: bool = True, structured: bool =
         lines.append(f"Extracted Information: {r.extracted_information}")
     if r.rationale:
         lines.append(f"Rationale: {r.rationale}")
-    lines.append(f"Answer: {r.answer if r.answer is not None else NO_INFO}")
+    lines.append(f"Answer: {missing_answer(r) if r.answer is None else r.answer}")
     if with_confidence and r.confidence is not None:
         lines.append(f"Confidence Score: {r.confidence:g}")
     return "\n".join(lines)

@@ -22,11 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from chunkwise.errors import BadInput
 from chunkwise.llm import LLM
 from chunkwise.strategies import clustering
-from chunkwise.strategies.base import Answer, Query, Stats, Strategy, TraceEvent, register
+from chunkwise.strategies.base import Answer, Query, Stats, TraceEvent, register
 from chunkwise.strategies.tree import (
+    CONTEXT_ORDERS,
+    SEPARATOR_TOKENS,
+    EmbeddingStrategy,
     Node,
     Prompts,
     Tree,
@@ -34,21 +36,20 @@ from chunkwise.strategies.tree import (
     TreeRun,
     answer_from_context,
     build_context,
-    collapsed_select,
+    check_option,
     context_budget,
     document_key,
+    leaf_tree,
     load_prompts,
     query_text,
-    sentence_chunks,
+    select_nodes,
     summarize_clusters,
     summary_input_budget,
-    traverse_select,
 )
 
 log = logging.getLogger(__name__)
 
-#: tokens added per node when texts are joined (the separator between paragraphs)
-SEPARATOR_TOKENS = 2
+RETRIEVAL_MODES = ("collapsed", "traversal")
 
 
 class LayerGrower:
@@ -120,32 +121,8 @@ class LayerGrower:
         return "layer cap"
 
 
-def leaf_tree(document: str, llm: LLM, chunk_tokens: int, embed) -> Tree:
-    pieces = sentence_chunks(document, llm, chunk_tokens)
-    nodes = [Node(i, t, 0, n) for i, (t, n) in enumerate(pieces)]
-    emb = embed([n.text for n in nodes]) if nodes else np.zeros((0, 1), dtype=np.float32)
-    return Tree(nodes, np.asarray(emb, dtype=np.float32), [[n.index for n in nodes]])
-
-
-def select_nodes(
-    tree: Tree,
-    query_vec: np.ndarray,
-    similarity: Callable[[np.ndarray, np.ndarray], np.ndarray],
-    mode: str,
-    budget: int,
-    top_k: int,
-) -> list[int]:
-    if not tree.nodes:
-        return []
-    sims = similarity(query_vec, tree.embeddings)[0]
-    sizes = [n.tokens + SEPARATOR_TOKENS for n in tree.nodes]
-    if mode == "collapsed":
-        return collapsed_select(sims, sizes, budget, top_k)
-    return traverse_select(tree, sims, top_k or 5, sizes, budget)
-
-
 @register
-class Raptor(Strategy):
+class Raptor(EmbeddingStrategy):
     """Options (``--strategy-args k=v``):
 
     chunk_tokens        leaf size in the model's tokens, whole sentences (100)
@@ -159,7 +136,8 @@ class Raptor(Strategy):
     top_k               collapsed: most nodes read (0 = budget only); traversal: nodes kept
                         per layer (0 = 5)
     max_context_tokens  token budget of the retrieved text (2000)
-    embedder            dense encoder for chunkwise.embed (minilm)
+    embedder            dense encoder for chunkwise.embed: minilm, hashing, st:PATH or a
+                        local sentence-transformers folder (long texts embedded by windows)
     context_order       relevance | document
     cache_dir           also keep trees as JSON files here (default: in memory only)
     seed                UMAP random state (mixtures use RAPTOR's fixed seeds)
@@ -189,14 +167,12 @@ class Raptor(Strategy):
         temperature: float = 0.0,
     ):
         super().__init__(window)
-        if retrieval not in ("collapsed", "traversal"):
-            raise BadInput(f"raptor option retrieval={retrieval!r}; valid: collapsed, traversal")
-        if chunk_tokens < 1 or dim < 1 or max_layers < 0:
-            raise BadInput("raptor options chunk_tokens and dim must be >= 1, max_layers >= 0")
-        if not 0.0 <= threshold < 1.0:
-            raise BadInput(f"raptor option threshold={threshold}: must be in [0, 1)")
-        if context_order not in ("relevance", "document"):
-            raise BadInput(f"raptor option context_order={context_order!r}")
+        check_option("raptor", "retrieval", retrieval, choices=RETRIEVAL_MODES)
+        check_option("raptor", "chunk_tokens", chunk_tokens, minimum=1)
+        check_option("raptor", "dim", dim, minimum=1)
+        check_option("raptor", "max_layers", max_layers, minimum=0)
+        check_option("raptor", "threshold", threshold, fraction=True)
+        check_option("raptor", "context_order", context_order, choices=CONTEXT_ORDERS)
         self.chunk_tokens = chunk_tokens
         self.dim = dim
         self.threshold = threshold
@@ -212,11 +188,6 @@ class Raptor(Strategy):
         self.prompts = prompts
         self.temperature = temperature
         self.cache = TreeCache(cache_dir or None)
-
-    def _embedder(self):
-        from chunkwise.embed import get_embedder
-
-        return get_embedder(self.embedder)
 
     def _summary_prompts(self, llm: LLM, family: str) -> Prompts:
         p = load_prompts("raptor", llm, family, self.prompts)
@@ -291,6 +262,10 @@ class Raptor(Strategy):
             build_seconds=0.0 if cached else info["seconds"],
             umap_warmup_seconds=0.0 if cached else info["umap_warmup_seconds"],
             tree_cached=cached,
+            # what a cached tree saved this question (bench/trees.py adds it back for its
+            # "as if nothing were cached" view)
+            reused_seconds=info["seconds"] if cached else 0.0,
+            reused_summary_calls=tree.summary_nodes if cached else 0,
             tree_summary_nodes=tree.summary_nodes,
             tree_build_seconds=info["seconds"],
             tree_layers=info["layers"],

@@ -2,11 +2,14 @@
 
 When the prompt would not fit the window, the document's tokens are truncated in the middle
 (first and last halves kept, as InfiniteBench does), with room reserved for the instruction,
-the question and the output.
+the question and the output; with ``Query.truncation == "official"`` the whole prompt is cut
+as InfiniteBench's scripts cut it instead. A query that carries its benchmark's whole prompt
+(``Query.frame``) is sent as that prompt.
 """
 
 from __future__ import annotations
 
+from chunkwise.errors import BadInput
 from chunkwise.llm import LLM, GenerationParams, Request
 from chunkwise.prompts import prompt_set
 from chunkwise.strategies.base import Answer, Query, Stats, Strategy, TraceEvent, register
@@ -46,6 +49,8 @@ class Standard(Strategy):
         )
 
         def render(doc: str) -> str:
+            if query.frame is not None:  # the benchmark's own whole prompt, sent as it is
+                return query.frame[0] + doc + query.frame[1]
             return (
                 t["prompt"]
                 .format(
@@ -55,19 +60,24 @@ class Standard(Strategy):
             )
 
         window = self.effective_window(llm)
-        room = chunk_budget(
-            window, llm.prompt_tokens(llm.as_prompt(render(""))), 0, params.max_new_tokens
-        )
-        doc, cut = middle_truncate(document, llm, room)
+        if query.truncation == "official":
+            prompt, cut = official_truncate(render(document), llm, window)
+            room = window
+        else:
+            room = chunk_budget(
+                window, llm.prompt_tokens(llm.as_prompt(render(""))), 0, params.max_new_tokens
+            )
+            doc, cut = middle_truncate(document, llm, room)
+            prompt = render(doc)
         stats = Stats(
             extra={
                 "document_truncated": cut,
                 "document_budget": room,
                 "prompt_kind": kind,
-                "prompt_version": t["version"],
+                "prompt_version": "benchmark" if query.frame is not None else t["version"],
             }
         )
-        out = self.call(llm, [Request(llm.as_prompt(render(doc)), params)], stats)[0]
+        out = self.call(llm, [Request(llm.as_prompt(prompt), params)], stats)[0]
         text = out.text.strip()
         if kind == "chat":
             parsed = parse_record(text, answer_only=True).answer
@@ -83,3 +93,18 @@ class Standard(Strategy):
             )
         ]
         return Answer(text, trace, stats)
+
+
+def official_truncate(prompt: str, llm: LLM, limit: int) -> tuple[str, bool]:
+    """InfiniteBench's truncation: the whole prompt's token ids, when more than ``limit``,
+    become ``ids[:limit // 2] + ids[-limit // 2:]``, decoded back to text (no marker)."""
+    try:
+        ids = llm.encode(prompt)
+    except NotImplementedError:
+        raise BadInput(
+            "truncation=official cuts token ids, and this model exposes none (an openai spec "
+            "needs ?tokenizer=...); use truncation=document"
+        ) from None
+    if len(ids) <= limit:
+        return prompt, False
+    return llm.decode(ids[: limit // 2] + ids[-limit // 2 :]), True

@@ -36,7 +36,7 @@ from typing import Any
 
 from chunkwise.embed import Embedder, get_embedder
 from chunkwise.errors import BadInput, ChunkwiseError, LLMRequestError
-from chunkwise.io import JsonlAppender, atomic_write_json
+from chunkwise.io import JsonlAppender, atomic_write_json, parse_json
 from chunkwise.llm import LLM
 from chunkwise.strategies import Query, get_strategy
 from chunkwise.strategies.mapreduce import CollapseError, to_intermediate
@@ -119,6 +119,8 @@ class SynthConfig:
             raise BadInput(f"--limit must be >= 0, got {self.limit}")
         if self.window < 256:
             raise BadInput(f"--window {self.window} is too small (at least 256 tokens)")
+        if self.chunk_tokens < 0:
+            raise BadInput(f"--chunk-tokens must be >= 0 (0: automatic), got {self.chunk_tokens}")
         if self.prompts not in ("auto", "chat", "base"):
             raise BadInput(f"prompts must be auto, chat or base, got {self.prompts!r}")
         self.node_mix = parse_mix(self.node_mix)
@@ -350,12 +352,19 @@ def _check_out_dir(cfg: SynthConfig) -> Path:
     out = Path(cfg.out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out} exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / "config.json"
+    if out.is_dir() and not cfg_path.exists() and _foreign_files(out):
+        raise BadInput(
+            f"--out {out} already holds files that chunkwise synth did not write (no "
+            "config.json of a synthesis run); give a new or empty folder"
+        )
+    out.mkdir(parents=True, exist_ok=True)
     want = cfg.content()
     if cfg_path.exists():
         try:
-            have = json.loads(cfg_path.read_text())
+            have = parse_json(cfg_path.read_bytes())
+            if not isinstance(have, dict):
+                raise ValueError("not an object")
         except ValueError:
             raise BadInput(f"{cfg_path} is not valid JSON; delete it or use a new --out") from None
         diff = {k: (have.get(k), want[k]) for k in want if have.get(k) != want[k]}
@@ -368,6 +377,37 @@ def _check_out_dir(cfg: SynthConfig) -> Path:
     else:
         atomic_write_json(cfg_path, want)
     return out
+
+
+def _foreign_files(out: Path) -> list[str]:
+    """Entries of ``out`` other than the temporary config file a parallel shard may be writing."""
+    return [p.name for p in out.iterdir() if not p.name.startswith(".config.json.")]
+
+
+class SynthFailed(ChunkwiseError):
+    """Documents failed in this run: no dataset/ or stats.json is written for it."""
+
+
+def _check_failures(run_info: dict[str, Any], out: Path, cfg: SynthConfig) -> None:
+    errors = run_info.get("errors") or {}
+    failed = sum(errors.values())
+    whole_source = cfg.num_shards == 1 and cfg.limit is None  # a shard or a prefix may be empty
+    if not failed and whole_source and not run_info.get("documents_seen"):
+        first = run_info.get("first_skip")
+        raise SynthFailed(
+            f"--docs {cfg.docs}: no usable document"
+            + (f" (every item was skipped; first: {first})" if first else " (it is empty)")
+        )
+    if not failed:
+        return
+    kinds = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
+    first = run_info.get("first_error", "")
+    raise SynthFailed(
+        f"{failed} of {failed + run_info['processed']} documents failed ({kinds})"
+        + (f"; first: {first}" if first else "")
+        + f". No dataset/ or stats.json written; finished documents are kept in {out / 'work'} "
+        "and a rerun retries only the failed ones"
+    )
 
 
 def _selected(cfg: SynthConfig) -> Iterator[tuple[int, SourceDoc | SourceSkip]]:
@@ -420,6 +460,7 @@ def run_synth(
         with JsonlAppender(work / f"runs-{part}.jsonl", key="run") as runs:
             run_info["run"] = len(runs)
             runs.write(run_info)
+        _check_failures(run_info, out, cfg)  # a failed document: no complete-looking outputs
         return export(cfg)
     finally:
         if own_llm:
@@ -468,6 +509,7 @@ def _process(
             except (LLMRequestError, ChunkwiseError) as e:
                 log.error("%s: %s (will be retried by a rerun)", doc.origin, e)
                 errors[type(e).__name__] += 1
+                info.setdefault("first_error", f"{doc.origin}: {str(e).splitlines()[0]}")
                 return None
             except Exception as e:  # a bug must not end the run; the document is retried later
                 log.error(
@@ -478,6 +520,7 @@ def _process(
                     traceback.format_exc(),
                 )
                 errors[type(e).__name__] += 1
+                info.setdefault("first_error", f"{doc.origin}: {type(e).__name__}: {e}")
                 return None
 
     with JsonlAppender(ledger_path, key="source_id") as ledger:
@@ -502,6 +545,10 @@ def _process(
         try:
             for _, item in items:
                 sid = item.source_id
+                if isinstance(item, SourceSkip):
+                    info.setdefault("first_skip", f"{item.origin}: {item.reason}")
+                else:
+                    info["documents_seen"] = info.get("documents_seen", 0) + 1
                 if sid in ledger or sid in seen:
                     if sid in seen:
                         info["duplicates"] += 1

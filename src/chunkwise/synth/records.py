@@ -3,11 +3,13 @@
 ::
 
     {id, source_id, document, question,
-     intermediate: {map: [R, ...], collapse: [[R, ...], ...]},   # M: MapReduce's trace
+     intermediate: {map: [R, ...], collapse: [[R, ...], ...],   # M: MapReduce's trace
+                    reduce?: {rationale, answer}},                  # the reduce call's output
      answer,
      meta: {node_level, node_ids, levels, model, prompt_version,
             node_kind, leaves, char_span,
-            mapreduce: {prompt_version, prompt_kind, chunk_budget, chunks}}}
+            mapreduce: {prompt_version, prompt_kind, chunk_budget, chunks},
+            task?, family?, seed?, length_tokens?}}
 
 ``R`` is a parsed map/collapse result (:class:`chunkwise.strategies.protocol.Record`):
 ``{extracted_information, rationale, answer, confidence, no_information, raw, sources}``, where
@@ -17,6 +19,10 @@ call for chunk ``i`` (training renders the same prompts from it). ``node_level``
 ``levels`` counts the pyramid's levels including the leaves (a one-leaf pyramid has 1);
 ``node_ids`` names the node(s) the question was written from; ``node_kind`` is leaf/mid/root;
 ``leaves`` the first and last leaf the node covers and ``char_span`` the document span.
+Keys marked ``?`` are optional: ``intermediate.reduce`` holds the reduce rationale that
+mapreduce-mode training puts before the answer (``train/formats.py``); ``meta.task`` is the task
+family the question belongs to (prompt set; default qa); the oracle teacher adds the document
+``family``, its ``seed`` and target ``length_tokens``.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ META_KEYS = (
     "mapreduce",
 )
 MAPREDUCE_KEYS = ("prompt_version", "prompt_kind", "chunk_budget", "chunks")
+OPTIONAL_META_KEYS = ("task", "family", "seed", "length_tokens")
+REDUCE_KEYS = ("rationale", "answer")
 
 
 def map_record(d: dict[str, Any]) -> dict[str, Any]:
@@ -150,11 +158,25 @@ def validate_record(rec: Any) -> list[str]:
     if not _is_str(q) or not q.strip().endswith("?"):
         errs.append("question is not a non-empty string ending in '?'")
     meta = rec["meta"]
-    if not isinstance(meta, dict) or tuple(sorted(meta)) != tuple(sorted(META_KEYS)):
+    if not isinstance(meta, dict) or not (
+        set(META_KEYS) <= set(meta) <= set(META_KEYS) | set(OPTIONAL_META_KEYS)
+    ):
         return [
             *errs,
-            f"meta keys {sorted(meta) if isinstance(meta, dict) else meta!r} != {sorted(META_KEYS)}",
+            f"meta keys {sorted(meta) if isinstance(meta, dict) else meta!r} != {sorted(META_KEYS)}"
+            f" (+ optional {', '.join(OPTIONAL_META_KEYS)})",
         ]
+    for k in ("task", "family"):
+        if k in meta and not _is_str(meta[k]):
+            errs.append(f"meta.{k} is not a non-empty string")
+    if "task" in meta and _is_str(meta["task"]):
+        from chunkwise.strategies.base import TASK_FAMILIES
+
+        if meta["task"] not in TASK_FAMILIES:
+            errs.append(f"meta.task {meta['task']!r} is not one of {', '.join(TASK_FAMILIES)}")
+    for k in ("seed", "length_tokens"):
+        if k in meta and not _is_int(meta[k]):
+            errs.append(f"meta.{k} is not an integer")
     levels, level = meta["levels"], meta["node_level"]
     if not (_is_int(levels) and levels >= 1 and _is_int(level) and 0 <= level < levels):
         errs.append(f"meta.node_level {level!r} / levels {levels!r}: need 0 <= node_level < levels")
@@ -205,8 +227,14 @@ def validate_record(rec: Any) -> list[str]:
         else:
             n_chunks = len(chunks)
     m = rec["intermediate"]
-    if not isinstance(m, dict) or tuple(sorted(m)) != ("collapse", "map"):
-        return [*errs, "intermediate must be {map: [...], collapse: [[...]]}"]
+    if not isinstance(m, dict) or tuple(sorted(set(m) - {"reduce"})) != ("collapse", "map"):
+        return [*errs, "intermediate must be {map: [...], collapse: [[...]], reduce?: {...}}"]
+    if "reduce" in m:
+        red = m["reduce"]
+        if not isinstance(red, dict) or not set(red) <= set(REDUCE_KEYS):
+            errs.append(f"intermediate.reduce must be an object with keys {REDUCE_KEYS}")
+        elif not all(isinstance(v, str) for v in red.values()):
+            errs.append("intermediate.reduce values are not strings")
     if not isinstance(m["map"], list) or not m["map"]:
         errs.append("intermediate.map is not a non-empty list")
     else:

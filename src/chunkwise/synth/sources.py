@@ -16,13 +16,13 @@ reason): bad input is counted, never fatal, except a source that does not exist 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput
+from chunkwise.io import parse_json
 
 TEXT_KEYS = ("text", "document", "context", "content", "input")
 TEXT_SUFFIXES = (".txt", ".md")
@@ -72,7 +72,7 @@ def _jsonl(path: Path, text_column: str | None) -> Iterator[SourceDoc | SourceSk
             if not raw.strip():
                 continue
             try:
-                rec = json.loads(raw.decode("utf-8"))
+                rec = parse_json(raw)  # any failure, deep nesting included, is a ValueError
             except ValueError:
                 yield SourceSkip(f"line-{lineno}", "bad_json_line", origin)
                 continue

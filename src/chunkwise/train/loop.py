@@ -23,10 +23,7 @@ import json
 import logging
 import math
 import os
-import re
-import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -35,207 +32,43 @@ from typing import Any
 
 from chunkwise.config import config_to_dict, dump_yaml
 from chunkwise.errors import BadInput, ChunkwiseError
-from chunkwise.io import atomic_write_json
 from chunkwise.train.recipe import Recipe, data_files, load_recipe
+from chunkwise.train.runinfo import (
+    git_sha,
+    new_run_id,
+    note_wandb_step,
+    versions,
+    wandb_init_kwargs,
+    wandb_logged_step,
+    wandb_mode,
+)
+from chunkwise.train.saving import (
+    FINAL_TMP,
+    checkpoints,
+    incomplete_final,
+    save_checkpoint,
+    save_final,
+    save_full_model,
+    trim_metrics,
+)
+from chunkwise.train.steps import Layout, _as_float, _sp_size, forward_backward, lr_at, step_counts
 
 log = logging.getLogger(__name__)
 
 #: test hook: SIGKILL this process right after finishing (and checkpointing) this step
 KILL_ENV = "CHUNKWISE_TRAIN_KILL_AT_STEP"
-CKPT_RE = re.compile(r"^step-(\d+)$")
-
-
-# --------------------------------------------------------------------------------------------
-# small helpers
-
-
-def lr_at(step: int, total: int, warmup: int, peak: float, min_ratio: float) -> float:
-    """Learning rate for optimizer step ``step`` (0-based): linear warmup, then cosine."""
-    if warmup > 0 and step < warmup:
-        return peak * (step + 1) / warmup
-    span = max(1, total - warmup)
-    progress = min(1.0, (step - warmup) / span)
-    return peak * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
-def _as_float(x: Any) -> float | None:
-    """A grad norm as a float (DTensors from FSDP2 are gathered first)."""
-    if x is None:
-        return None
-    if hasattr(x, "full_tensor"):
-        x = x.full_tensor()
-    return float(x)
-
-
-def git_sha(cwd: str | Path | None = None) -> str | None:
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return sha + ("-dirty" if dirty else "")
-
-
-def checkpoints(root: Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints (those with trainer_state.json, written last), oldest first."""
-    if not root.is_dir():
-        return []
-    out = []
-    for p in root.iterdir():
-        m = CKPT_RE.match(p.name)
-        if m and (p / "trainer_state.json").exists():
-            out.append((int(m.group(1)), p))
-    return sorted(out)
-
-
-def _versions() -> dict[str, str]:
-    import accelerate
-    import torch
-    import transformers
-
-    out = {
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "accelerate": accelerate.__version__,
-    }
-    for name in ("peft", "deepspeed", "flash_attn", "liger_kernel"):
-        with contextlib.suppress(Exception):
-            out[name] = __import__(name).__version__
-    return out
-
-
-def _wandb_mode(recipe: Recipe) -> str:
-    mode = recipe.wandb.mode
-    if mode == "auto":
-        mode = os.environ.get("WANDB_MODE") or "offline"
-    return mode
-
-
-# --------------------------------------------------------------------------------------------
-# distributed layout
-
-
-def _sp_size(accelerator: Any) -> int:
-    """Sequence-parallel degree set by the accelerate config (1 without one)."""
-    pc = getattr(accelerator, "parallelism_config", None)
-    return int(pc.sp_size) if pc is not None and getattr(pc, "sp_enabled", False) else 1
-
-
-class Layout:
-    """Which data this rank sees: data-parallel index/size and sequence-parallel rank/size."""
-
-    def __init__(self, accelerator: Any):
-        self.world = accelerator.num_processes
-        self.rank = accelerator.process_index
-        self.sp, self.sp_rank = 1, 0
-        pc = getattr(accelerator, "parallelism_config", None)
-        if pc is not None and getattr(pc, "cp_enabled", False):
-            raise BadInput(
-                "context parallelism (parallelism_config_cp_size > 1) is not wired into "
-                "this loop; use configs/accelerate/ulysses.yaml (DeepSpeed Ulysses) for "
-                "sequences longer than one GPU holds"
-            )
-        if pc is not None and getattr(pc, "sp_enabled", False):
-            from deepspeed.utils import groups
-
-            self.sp = groups._get_sequence_parallel_world_size()
-            self.sp_rank = groups._get_sequence_parallel_rank()
-            if self.sp_rank != self.rank % self.sp:
-                raise RuntimeError("sequence-parallel groups are expected to be consecutive ranks")
-        self.dp_world = self.world // self.sp
-        self.dp_rank = self.rank // self.sp
-
-
-# --------------------------------------------------------------------------------------------
-# the run
-
-
-def step_counts(
-    accelerator: Any,
-    batches: list[dict],
-    layout: Layout,
-    weighting: str,
-    *,
-    arch: Any = None,
-    lora_params: int = 0,
-    lora: bool = False,
-) -> tuple[float, float, float]:
-    """(loss units, tokens, FLOPs) of one optimizer step summed over every rank, each sequence
-    counted once per sequence-parallel group. Units: sequences with targets (weighting=sequence)
-    or target tokens (weighting=token); the loss of the step is its weighted sum / units."""
-    import torch
-
-    from chunkwise.train.mfu import step_flops
-
-    lead = layout.sp_rank == 0
-    key = "n_seqs" if weighting == "sequence" else "n_targets"
-    flops = 0.0
-    if lead and arch is not None:
-        flops = sum(
-            step_flops(arch, b["seq_lengths"], b["n_targets"], lora_params=lora_params, lora=lora)
-            for b in batches
-        )
-    local = torch.tensor(
-        [
-            sum(b[key] for b in batches) if lead else 0,
-            sum(b["n_tokens"] for b in batches) if lead else 0,
-            flops,
-        ],
-        dtype=torch.float64,
-        device=accelerator.device,
-    )
-    units, tokens, total_flops = accelerator.reduce(local, reduction="sum").tolist()
-    return units, tokens, total_flops
-
-
-def forward_backward(
-    accelerator: Any,
-    model: Any,
-    batches: list[dict],
-    *,
-    scale: float,
-    chunk: int = 8192,
-    impl: str = "torch",
-) -> Any:
-    """Forward and backward every micro-batch of one step (gradient sync on the last one);
-    returns this rank's summed, unscaled weighted loss (a detached scalar tensor)."""
-    import torch
-
-    from chunkwise.train.loss import batch_loss_sum
-
-    loss_sum = torch.zeros((), dtype=torch.float32, device=accelerator.device)
-    for b in batches:
-        with accelerator.accumulate(model):
-            tensors = {
-                k: v.to(accelerator.device) for k, v in b.items() if isinstance(v, torch.Tensor)
-            }
-            s = batch_loss_sum(model, tensors, chunk=chunk, impl=impl)
-            accelerator.backward(s * scale)
-            loss_sum += s.detach().float()
-    return loss_sum
+#: test hook: after checkpointing this step, wait (doing nothing) until killed from outside
+HOLD_ENV = "CHUNKWISE_TRAIN_HOLD_AT_STEP"
 
 
 def run(recipe: Recipe) -> dict[str, Any]:
     """Train per ``recipe``; returns a summary (also written to ``train_info.json``)."""
     import torch
-    from accelerate import Accelerator
     from accelerate.utils import DistributedType, set_seed
 
-    from chunkwise.train.formats import build_examples, examples_sha256, files_sha256
+    from chunkwise.train.engine import build_accelerator, load_dtype
+    from chunkwise.train.example_cache import cached_examples
+    from chunkwise.train.formats import examples_sha256, files_sha256
     from chunkwise.train.loss import backward_scale
     from chunkwise.train.mfu import Arch, mfu, peak_flops
     from chunkwise.train.modeling import (
@@ -254,13 +87,12 @@ def run(recipe: Recipe) -> dict[str, Any]:
     files = data_files(r.data.paths)
     cuda = torch.cuda.is_available()
     precision = tc.precision if tc.precision != "auto" else ("bf16" if cuda else "fp32")
-    mode = _wandb_mode(r)
+    mode = wandb_mode(r)
     os.environ["WANDB_MODE"] = mode
     from chunkwise.train.modeling import has_module
 
     trackers = mode != "disabled" and has_module("wandb")
-    accelerator = Accelerator(
-        cpu=not cuda,  # without it, torchrun ranks on a CPU machine each run alone (no gloo group)
+    accelerator, engine = build_accelerator(
         gradient_accumulation_steps=tc.grad_accum,
         mixed_precision="bf16" if precision == "bf16" else "no",
         log_with="wandb" if trackers else None,
@@ -274,9 +106,13 @@ def run(recipe: Recipe) -> dict[str, Any]:
 
     # ---- everything that can fail on input, before the model exists ----------------------
     data_hash = files_sha256(files)
-    tokenizer = build_tokenizer(r, files, is_main=is_main)
-    kind = prompt_kind(r, tokenizer)
-    examples, stats = build_examples(r.data, tokenizer, kind, files)
+    with accelerator.main_process_first():  # rank 0 trains the tokenizer / tokenizes first
+        tokenizer = build_tokenizer(r, files, is_main=is_main)
+        kind = prompt_kind(r, tokenizer)
+        # the others load the main process's cache (and build it only if that failed)
+        examples, stats, cache_hit = cached_examples(
+            r.data, tokenizer, kind, files, out_dir / "cache"
+        )
     lengths = [len(e) for e in examples]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
@@ -332,20 +168,25 @@ def run(recipe: Recipe) -> dict[str, Any]:
         start = step_found
 
     # ---- model ------------------------------------------------------------------------
-    if r.model.dtype == "auto":
-        dtype = torch.bfloat16 if (deepspeed and cuda) else torch.float32
-    else:
-        dtype = getattr(torch, r.model.dtype)
     lora_cfg = r.model.lora
-    model = build_model(r, tokenizer, cuda=cuda, dtype=dtype)
-    base_saved = None
-    if lora_cfg.enabled and r.model.init == "random" and is_main:
-        base_saved = out_dir / "base"  # the random base an adapter needs at evaluation time
-        if not (base_saved / "config.json").exists():
-            model.save_pretrained(base_saved)
-            tokenizer.save_pretrained(base_saved)
-    if lora_cfg.enabled:
-        model = apply_lora(model, lora_cfg)
+    dtype = getattr(
+        torch, load_dtype(r.model.dtype, cuda=cuda, engine=engine, lora=lora_cfg.enabled)
+    )
+    ds_plugin = accelerator.state.deepspeed_plugin if deepspeed else None
+    # a random-init model is built whole (it is small), outside ZeRO-3's partitioned
+    # construction (zero.Init), whose initialization draws differently: every engine then
+    # starts from the same seeded weights; deepspeed.initialize partitions it afterwards
+    whole = ds_plugin is not None and r.model.init == "random"
+    with _without_zero_init(ds_plugin) if whole else contextlib.nullcontext():
+        model = build_model(r, tokenizer, cuda=cuda, dtype=dtype)
+        base_saved = None
+        if lora_cfg.enabled and r.model.init == "random":
+            base_saved = out_dir / "base"  # the random base an adapter needs at evaluation
+            if not (base_saved / "config.json").exists():
+                save_full_model(model, tokenizer, base_saved, is_main=is_main)
+            accelerator.wait_for_everyone()
+        if lora_cfg.enabled:
+            model = apply_lora(model, lora_cfg)
     n_params, n_trainable = count_params(model)
     arch = Arch.from_config(model.config)
     lora_params = n_trainable if lora_cfg.enabled else 0
@@ -354,7 +195,6 @@ def run(recipe: Recipe) -> dict[str, Any]:
     opt_kwargs = dict(
         lr=tc.lr, betas=tuple(tc.adam_betas), eps=tc.adam_eps, weight_decay=tc.weight_decay
     )
-    ds_plugin = accelerator.state.deepspeed_plugin if deepspeed else None
     if ds_plugin is not None:
         ds_cfg = ds_plugin.deepspeed_config
         ds_cfg["train_micro_batch_size_per_gpu"] = 1
@@ -381,9 +221,16 @@ def run(recipe: Recipe) -> dict[str, Any]:
         log.info("resumed from %s (step %d of %d)", found[-1][1], start, total)
 
     metrics_path = out_dir / "metrics.jsonl"
+    repaired = incomplete_final(out_dir)
+    if repaired:
+        log.warning(
+            "%s holds weights but no train_info.json: its last final save did not finish; "
+            "this run saves the model again",
+            out_dir,
+        )
     if is_main:
         out_dir.mkdir(parents=True, exist_ok=True)
-        _trim_metrics(metrics_path, start)
+        trim_metrics(metrics_path, start)
 
     resolved = config_to_dict(r)
     sha = git_sha()
@@ -393,36 +240,30 @@ def run(recipe: Recipe) -> dict[str, Any]:
         "data_sha256": data_hash,
         "examples_sha256": examples_hash,
         "data_stats": stats.to_dict(),
+        "examples_from_cache": cache_hit,
         "prompt_kind": kind,
+        "engine": engine,
         "world_size": layout.world,
         "sp_size": layout.sp,
         "params": n_params,
         "trainable_params": n_trainable,
-        "versions": _versions(),
+        "versions": versions(),
     }
     if is_main:
         dump_yaml(r, out_dir / "recipe.yaml")
     if trackers:
-        run_id = state.get("wandb_id") or _new_run_id(out_dir, is_main)
+        run_id = state.get("wandb_id") or new_run_id(out_dir, is_main)
         accelerator.init_trackers(
             r.wandb.project,
             config=run_config,
-            init_kwargs={
-                "wandb": {
-                    "name": r.run_name,
-                    "dir": str(out_dir),
-                    "id": run_id,
-                    "resume": "allow",
-                    "group": r.wandb.group or None,
-                    "tags": list(r.wandb.tags) or None,
-                }
-            },
+            init_kwargs={"wandb": wandb_init_kwargs(r, out_dir, run_id, start, mode)},
         )
         state["wandb_id"] = run_id
     log.info(
-        "training %s: %d examples, %d steps (%d per epoch, %d micro-batches dropped per "
-        "epoch), world %d (sp %d), %s batching, %s prompts, %.1fM params (%.1fM trainable)",
+        "training %s with %s: %d examples, %d steps (%d per epoch, %d micro-batches dropped "
+        "per epoch), world %d (sp %d), %s batching, %s prompts, %.1fM params (%.1fM trainable)",
         r.run_name,
+        engine,
         len(examples),
         total,
         steps_per_epoch,
@@ -437,7 +278,10 @@ def run(recipe: Recipe) -> dict[str, Any]:
 
     # ---- train ----------------------------------------------------------------------------
     kill_at = int(os.environ.get(KILL_ENV, "0") or 0)
-    last: dict[str, Any] = {}
+    # offline wandb cannot rewind: skip the steps a killed run already logged
+    wandb_done = wandb_logged_step(out_dir) if trackers and mode != "online" else 0
+    hold_at = int(os.environ.get(HOLD_ENV, "0") or 0)
+    last: dict[str, Any] = dict(state.get("last_metrics") or {})  # a finished run keeps them
     losses: list[float] = []
     model.train()
     from tqdm.auto import tqdm
@@ -462,6 +306,7 @@ def run(recipe: Recipe) -> dict[str, Any]:
                 pad_id=pad_id,
                 weighting=tc.loss_weighting,
                 pad_to_multiple_of=multiple,
+                stage_weights=tc.stage_weights,
             )
             batches.append(shard_sequence(b, layout.sp, layout.sp_rank))
         units, tokens, flops = step_counts(
@@ -506,11 +351,17 @@ def run(recipe: Recipe) -> dict[str, Any]:
         if is_main:
             with open(metrics_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(last) + "\n")
-        if trackers and ((step + 1) % tc.log_steps == 0 or step + 1 == total):
+        if (
+            trackers
+            and step + 1 > wandb_done
+            and ((step + 1) % tc.log_steps == 0 or step + 1 == total)
+        ):
             accelerator.log(
                 {k: v for k, v in last.items() if k.startswith("train/") and v is not None},
                 step=step + 1,
             )
+            if is_main:
+                note_wandb_step(out_dir, step + 1)
         bar.update(1)
         bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}")
         if (step + 1) % tc.log_steps == 0:
@@ -532,10 +383,14 @@ def run(recipe: Recipe) -> dict[str, Any]:
                 examples_sha256=examples_hash,
                 data_sha256=data_hash,
                 loss=loss,
+                last_metrics=last,
             )
-            _save_checkpoint(accelerator, ckpt_root, step + 1, state, tc.save_total_limit)
+            save_checkpoint(accelerator, ckpt_root, step + 1, state, tc.save_total_limit)
         if kill_at and step + 1 == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
+        if hold_at and step + 1 == hold_at:
+            while True:  # a test kills the whole launch with SIGKILL from outside
+                signal.pause()
     bar.close()
 
     # ---- final model ----------------------------------------------------------------------
@@ -544,101 +399,15 @@ def run(recipe: Recipe) -> dict[str, Any]:
         **run_config,
         "steps": total,
         "resumed_from": start,
+        "repaired_incomplete_final": repaired,
         "final": last,
         "seconds": round(time.perf_counter() - t_start, 2),
     }
-    _save_final(accelerator, model, tokenizer, r, out_dir, base_saved, summary)
+    save_final(accelerator, model, tokenizer, r, out_dir, base_saved, summary)
     if trackers:
         accelerator.end_training()
     summary["losses"] = losses
     return summary
-
-
-def _new_run_id(out_dir: Path, is_main: bool) -> str:
-    import uuid
-
-    path = out_dir / "wandb_id.txt"
-    if path.exists():
-        return path.read_text().strip()
-    run_id = uuid.uuid4().hex[:12]
-    if is_main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(run_id)
-    return run_id
-
-
-def _trim_metrics(path: Path, upto: int) -> None:
-    """Drop metric lines past step ``upto`` (left by a run killed after its last checkpoint)."""
-    if not path.exists():
-        return
-    keep = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if json.loads(line)["step"] <= upto:
-                keep.append(line)
-        except (ValueError, KeyError, TypeError):
-            continue
-    from chunkwise.io import atomic_write_text
-
-    atomic_write_text(path, "".join(x + "\n" for x in keep))
-
-
-def _save_checkpoint(accelerator: Any, root: Path, step: int, state: dict, limit: int) -> None:
-    """accelerator.save_state into step-N.tmp, then trainer_state.json, then rename: a kill
-    at any moment leaves either a complete checkpoint or none."""
-    final = root / f"step-{step:08d}"
-    tmp = root / f"step-{step:08d}.tmp"
-    if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-        root.mkdir(parents=True, exist_ok=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        atomic_write_json(tmp / "trainer_state.json", state)
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        if limit > 0:
-            for _, old in checkpoints(root)[:-limit]:
-                shutil.rmtree(old, ignore_errors=True)
-    accelerator.wait_for_everyone()
-
-
-def _save_final(
-    accelerator: Any,
-    model: Any,
-    tokenizer: Any,
-    r: Recipe,
-    out_dir: Path,
-    base_saved: Path | None,
-    summary: dict,
-) -> None:
-    from chunkwise.llm.hf import BASE_SPEC_FILE
-    from chunkwise.train.modeling import EMBEDDED_NAMES
-
-    state_dict = accelerator.get_state_dict(model)  # gathers ZeRO-3 / FSDP shards (all ranks)
-    if not accelerator.is_main_process:
-        accelerator.wait_for_everyone()
-        return
-    unwrapped = accelerator.unwrap_model(model)
-    cfg = getattr(unwrapped, "config", None)
-    if cfg is not None:
-        cfg.use_cache = True
-    unwrapped.save_pretrained(out_dir, state_dict=state_dict)
-    tokenizer.save_pretrained(out_dir)
-    if r.model.lora.enabled:
-        if base_saved is not None:
-            base = "hf:" + str(base_saved.resolve())
-        elif r.model.name_or_path in EMBEDDED_NAMES:
-            base = "hf:default"
-        else:
-            p = Path(r.model.name_or_path).expanduser()
-            base = "hf:" + (str(p.resolve()) if p.exists() else r.model.name_or_path)
-        atomic_write_json(out_dir / BASE_SPEC_FILE, {"base": base})
-    dump_yaml(r, out_dir / "recipe.yaml")
-    atomic_write_json(out_dir / "train_info.json", summary)
-    log.info("saved %s to %s", "LoRA adapter" if r.model.lora.enabled else "model", out_dir)
-    accelerator.wait_for_everyone()
 
 
 # --------------------------------------------------------------------------------------------
@@ -651,6 +420,21 @@ Fine-tune per a recipe (recipes/*/*.yaml); --key=value overrides any recipe key,
 --train.lr=1e-5 --data.max_length=32768 --output_dir=runs/train/x. Launch on GPUs with
   accelerate launch --config_file configs/accelerate/zero3.yaml train/sft.py RECIPE.yaml
 A rerun with the same output_dir resumes from its latest checkpoint."""
+
+
+@contextlib.contextmanager
+def _without_zero_init(ds_plugin: Any) -> Any:
+    """transformers builds models under ``deepspeed.zero.Init`` while accelerate's DeepSpeed
+    config is registered with it; unregister it for the block, then register it again.
+    (accelerate's own ``zero3_init_context_manager(enable=False)`` re-registers the same
+    ZeRO-3 config, which transformers still reads as ZeRO-3.)"""
+    from transformers.integrations import unset_hf_deepspeed_config
+
+    unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        ds_plugin.set_deepspeed_weakref()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -689,4 +473,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["Layout", "checkpoints", "forward_backward", "lr_at", "main", "run", "step_counts"]
+__all__ = [
+    "FINAL_TMP",
+    "HOLD_ENV",
+    "KILL_ENV",
+    "Layout",
+    "checkpoints",
+    "forward_backward",
+    "incomplete_final",
+    "lr_at",
+    "main",
+    "run",
+    "step_counts",
+]

@@ -9,7 +9,9 @@ gradient checkpointing is *not* counted, so this is MFU, not hardware FLOPs util
 * LM head: ``6 * hidden * vocab`` per *target* token only (other positions never reach it).
 * attention scores and values, causal: ``6 * layers * (heads * head_dim) * T^2`` per sequence of
   T tokens (half of the full T x T products, forward and backward). Packed sequences count
-  their own T, not the pack's length.
+  their own T, not the pack's length. The PaLM appendix and nanochat count the full square
+  (``12 * layers * heads * head_dim * T^2``), so their MFU at long T reads higher than ours for
+  the same run; convert by adding the same term again.
 
 Peak dense bf16 FLOP/s by GPU are vendor datasheet numbers (no sparsity).
 """

@@ -235,10 +235,10 @@ def build_model(recipe: Recipe, tokenizer: Any, *, cuda: bool, dtype: Any) -> An
             raise BadInput(
                 f"cannot load model.name_or_path {m.name_or_path!r}: {str(e).splitlines()[0]}"
             ) from None
-    if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+    rows = embedding_rows(model)
+    if len(tokenizer) > rows:
         raise BadInput(
-            f"the tokenizer has {len(tokenizer)} tokens but the model's embedding has "
-            f"{model.get_input_embeddings().weight.shape[0]} rows"
+            f"the tokenizer has {len(tokenizer)} tokens but the model's embedding has {rows} rows"
         )
     ends = end_ids(tokenizer)
     model.generation_config.eos_token_id = ends if len(ends) > 1 else (ends[0] if ends else None)
@@ -249,6 +249,17 @@ def build_model(recipe: Recipe, tokenizer: Any, *, cuda: bool, dtype: Any) -> An
     if m.gradient_checkpointing:
         enable_checkpointing(model, offload=m.activation_offload)
     return model
+
+
+def embedding_rows(model: Any) -> int:
+    """Rows of the input embedding, also for a ZeRO-3-partitioned weight (whose ``.shape`` is
+    ``(0,)`` outside a gather): ``num_embeddings``, else DeepSpeed's ``ds_shape``."""
+    emb = model.get_input_embeddings()
+    rows = getattr(emb, "num_embeddings", None)
+    if rows is None:
+        w = emb.weight
+        rows = (getattr(w, "ds_shape", None) or w.shape)[0]
+    return int(rows)
 
 
 def enable_checkpointing(model: Any, offload: bool = False) -> None:

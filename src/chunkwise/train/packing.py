@@ -114,10 +114,13 @@ def collate(
     pad_id: int,
     weighting: str = "sequence",
     pad_to_multiple_of: int = 1,
+    stage_weights: dict[str, float] | None = None,
 ) -> dict:
     """Tensors for one micro-batch (see the module docstring), plus counts for the loss/metrics:
     ``n_seqs`` (sequences with targets), ``n_targets``, ``n_tokens`` (non-pad) and
-    ``seq_lengths`` (per sequence, for attention FLOPs)."""
+    ``seq_lengths`` (per sequence, for attention FLOPs). ``stage_weights`` (stage -> weight,
+    default 1) scales an example's weights and counts it that many times in ``n_seqs`` /
+    ``n_targets``, so the step loss is the stage-weighted mean."""
     import torch
 
     rows = []
@@ -133,7 +136,8 @@ def collate(
             t = np.full(n, IGNORE, dtype=np.int64)
             t[:-1] = ex.labels[1:]
             k = int((t != IGNORE).sum())
-            w = np.where(t != IGNORE, sequence_weights(k, weighting) if k else 0.0, 0.0)
+            sw = float((stage_weights or {}).get(ex.stage, 1.0)) if k else 0.0
+            w = np.where(t != IGNORE, sw * sequence_weights(k, weighting) if k else 0.0, 0.0)
             for dst, src in zip(
                 parts,
                 (
@@ -148,8 +152,8 @@ def collate(
                 dst.append(src)
             seg += 1
             seq_lengths.append(n)
-            n_targets += k
-            n_seqs += k > 0
+            n_targets += k * sw  # a stage weight w counts its example w times
+            n_seqs += sw
         rows.append([np.concatenate(x) for x in parts])
     width = max(len(r[0]) for r in rows)
     if pad_to_multiple_of > 1:

@@ -22,6 +22,10 @@ from chunkwise.errors import BadInput
 LLAMA_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
+#: the stages an example can come from (TextExample.stage)
+STAGES = ("standard", "chat", "map", "collapse", "reduce", "single")
+
+
 @dataclass
 class LoraConfig:
     enabled: bool = False
@@ -49,6 +53,7 @@ class ModelConfig:
     #: auto: the tokenizer's own template, else the built-in llama3 one when the tokenizer has
     #: Llama-3 header tokens, else none (plain prompts); none; llama3; or a .jinja file
     chat_template: str = "auto"
+    #: weights as loaded; auto: bf16 on CUDA under DeepSpeed and for LoRA bases, else fp32
     dtype: Literal["auto", "bfloat16", "float32"] = "auto"
     #: auto: flash_attention_2 on CUDA when flash-attn is installed, else chunkwise_varlen (causal
     #: SDPA per packed sequence, exact); sdpa / eager use transformers' block-diagonal mask
@@ -120,6 +125,11 @@ class TrainConfig:
     grad_accum: int = 1
     #: sequence: every sequence counts equally (LongAlign); token: every target token does
     loss_weighting: Literal["sequence", "token"] = "sequence"
+    #: per-stage weight of an example (stages: map, collapse, reduce, single, standard, chat);
+    #: default 1 for every stage, i.e. LongAlign's rule (each sequence counts the same), so in
+    #: mapreduce mode a record's reduce example gets 1/(chunks + collapses + 1) of its weight;
+    #: e.g. {reduce: 4.0} raises the reduce step, {map: 0.5} lowers the (many) map examples
+    stage_weights: dict[str, float] = field(default_factory=dict)
     seed: int = 42
     save_steps: int = 200
     #: keep this many checkpoints (0 = all)
@@ -155,12 +165,18 @@ class Recipe:
     wandb: WandbConfig = field(default_factory=WandbConfig)
 
 
-def load_recipe(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
-    """Read, override and validate a recipe (types and keys), then :func:`check_recipe` it."""
+def load_recipe(
+    path: str | Path | None,
+    overrides: list[str] | tuple[str, ...] = (),
+    *,
+    check_paths: bool = True,
+) -> Recipe:
+    """Read, override and validate a recipe (types and keys), then :func:`check_recipe` it
+    (``check_paths=False``: without requiring the data files, e.g. for a memory plan)."""
     recipe = load_config(Recipe, path, list(overrides))
     if not recipe.output_dir:
         recipe.output_dir = str(Path("runs") / "train" / recipe.run_name)
-    check_recipe(recipe)
+    check_recipe(recipe, check_paths=check_paths)
     return recipe
 
 
@@ -216,6 +232,10 @@ def check_recipe(r: Recipe, *, check_paths: bool = True) -> None:
         ("model.tokenizer_vocab_size", m.tokenizer_vocab_size, 64),
         ("train.ce_chunk_tokens", t.ce_chunk_tokens, 1),
         ("data.window", d.window, 64),
+        ("train.max_steps", t.max_steps, 0),
+        ("train.epochs", t.epochs, 0),
+        ("train.warmup_steps", t.warmup_steps, 0),
+        ("train.save_total_limit", t.save_total_limit, 0),
     ):
         if value < low:
             raise BadInput(f"{key} must be at least {low}, got {value}")
@@ -230,6 +250,13 @@ def check_recipe(r: Recipe, *, check_paths: bool = True) -> None:
         raise BadInput(f"train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
     if not 0 <= t.min_lr_ratio <= 1:
         raise BadInput(f"train.min_lr_ratio must be in [0, 1], got {t.min_lr_ratio}")
+    for stage, w in t.stage_weights.items():
+        if stage not in STAGES:
+            raise BadInput(
+                f"train.stage_weights: unknown stage {stage!r}; known: {', '.join(STAGES)}"
+            )
+        if not (isinstance(w, (int, float)) and w >= 0 and w == w and w != float("inf")):
+            raise BadInput(f"train.stage_weights.{stage} must be a number >= 0, got {w!r}")
     if t.lr <= 0:
         raise BadInput(f"train.lr must be positive, got {t.lr}")
     if d.mode == "mapreduce" and d.format == "longalign":

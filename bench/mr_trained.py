@@ -1,0 +1,254 @@
+"""Does teaching the embedded model the MapReduce protocol pay? ``hf:default`` (base-model
+scaffolds) against ``hf:default-mr`` (the oracle-trained adapter, chat protocol) under
+mapreduce decoding, standard decoding for reference, on held-out generated documents
+(seeds never trained on, and one family never trained on at all), plus the calibration
+ablation (calibration=false) on the conflicting-evidence family.
+
+    flock /tmp/chunkwise-cpu.lock .venv/bin/python bench/mr_trained.py --n 50 \\
+        --lengths 4000,8000,16000,32000,64000 --out runs/bench/mr_trained
+
+Prints one JSON object (accuracy per arm, family and length with n and a 95% bootstrap
+interval, the issue's goals met or not) and a markdown table; writes both and a PNG to --out.
+Any model spec works for the two arms (``--base``, ``--mr``), e.g. ``scripted:passkey`` for a
+dry run of the script itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chunkwise.data.families import HELDOUT_FAMILY, HELDOUT_SEED, get_family
+from chunkwise.llm import load_llm
+from chunkwise.strategies import get_strategy, parse_strategy_args
+
+RETRIEVAL = ("passkey", "number_string", "kv_retrieval")
+DEFAULT_FAMILIES = (*RETRIEVAL, "math_find", "multihop", "conflicting", "extractive_qa")
+
+
+def bootstrap_ci(scores: list[float], reps: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean, in points (0-100)."""
+    if not scores:
+        return (float("nan"), float("nan"))
+    a = np.asarray(scores, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = a[rng.integers(0, len(a), size=(reps, len(a)))].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return (round(100 * float(lo), 2), round(100 * float(hi), 2))
+
+
+def summarize(scores: list[float]) -> dict[str, Any]:
+    return {
+        "accuracy": round(100 * float(np.mean(scores)), 2) if scores else None,
+        "n": len(scores),
+        "ci95": list(bootstrap_ci(scores)),
+    }
+
+
+def arms(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """(name, model spec, strategy, options, families it runs on)."""
+    mr_args = dict(parse_strategy_args(args.mr_args)) if args.mr_args else None
+    if mr_args is None:
+        if args.mr.split("?")[0] == "hf:default-mr":
+            from chunkwise.llm.default_mr import strategy_args
+
+            mr_args = strategy_args()
+        else:
+            mr_args = {"prompts": "chat"}
+    window = int(mr_args.pop("window", args.window))
+    base_args = dict(parse_strategy_args(args.base_args)) if args.base_args else {}
+    out = [
+        {"name": "base/standard", "model": args.base, "strategy": "standard", "opts": {}},
+        {"name": "base/mapreduce", "model": args.base, "strategy": "mapreduce", "opts": base_args},
+        {"name": "mr/mapreduce", "model": args.mr, "strategy": "mapreduce", "opts": mr_args},
+        {
+            "name": "mr/mapreduce-nocal",
+            "model": args.mr,
+            "strategy": "mapreduce",
+            "opts": {**mr_args, "calibration": False},
+            "only": ("conflicting",),
+        },
+    ]
+    if args.mr_standard:
+        out.append({"name": "mr/standard", "model": args.mr, "strategy": "standard", "opts": {}})
+    for a in out:
+        a["window"] = window
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    lengths = [int(x) for x in args.lengths.split(",")]
+    out: dict[str, Any] = {
+        "n_per_cell": args.n,
+        "lengths": lengths,
+        "families": families,
+        "heldout_family": HELDOUT_FAMILY,
+        "seed": HELDOUT_SEED + args.seed,
+        "arms": {},
+        "seconds": {},
+    }
+    arm_list = arms(args)
+    llms: dict[str, Any] = {}
+    counter = None
+    docs: dict[tuple[str, int], list[Any]] = {}
+    for a in arm_list:
+        if a["model"] not in llms:
+            llms[a["model"]] = load_llm(a["model"])
+        counter = counter or llms[a["model"]]
+    assert counter is not None
+    for fam in families:
+        for length in lengths:
+            # held-out seeds only: training uses families.TRAIN_SEED
+            docs[fam, length] = get_family(fam).make(
+                n=args.n,
+                seed=HELDOUT_SEED + args.seed + length,
+                length_tokens=length,
+                count_tokens=counter.count_tokens,
+            )
+    for a in arm_list:
+        llm = llms[a["model"]]
+        strategy = get_strategy(a["strategy"], window=a["window"], **a["opts"])
+        cells: dict[str, Any] = {}
+        t0 = time.perf_counter()
+        for fam in families:
+            if "only" in a and fam not in a["only"]:
+                continue
+            family = get_family(fam)
+            for length in lengths:
+                scores, preds = [], []
+                for doc in docs[fam, length]:
+                    ans = strategy.answer(doc.context, doc.query(), llm)
+                    scores.append(family.score(doc, ans.text))
+                    preds.append(ans.text[:200])
+                cells[f"{fam}@{length}"] = {
+                    **summarize(scores),
+                    "scores": scores,
+                    "predictions": preds if args.keep_predictions else None,
+                }
+                print(json.dumps({a["name"]: {f"{fam}@{length}": summarize(scores)}}), flush=True)
+        per_family = {}
+        for fam in families:
+            s = [x for L in lengths for x in cells.get(f"{fam}@{L}", {}).get("scores", [])]
+            if s:
+                per_family[fam] = summarize(s)
+        out["arms"][a["name"]] = {
+            "model": a["model"],
+            "strategy": a["strategy"],
+            "options": a["opts"],
+            "cells": cells,
+            "families": per_family,
+        }
+        out["seconds"][a["name"]] = round(time.perf_counter() - t0, 1)
+    for llm in llms.values():
+        llm.close()
+    out["goals"] = goals(out, lengths)
+    return out
+
+
+def _family_scores(out: dict[str, Any], arm: str, fams: tuple[str, ...]) -> list[float]:
+    cells = out["arms"].get(arm, {}).get("cells", {})
+    return [s for k, v in cells.items() if k.split("@")[0] in fams for s in v["scores"]]
+
+
+def goals(out: dict[str, Any], lengths: list[int]) -> dict[str, Any]:
+    """The issue's targets, each with the measured numbers and whether it is met."""
+    g: dict[str, Any] = {}
+    mr = _family_scores(out, "mr/mapreduce", RETRIEVAL)
+    base = _family_scores(out, "base/mapreduce", RETRIEVAL)
+    if mr and base:
+        d = 100 * (np.mean(mr) - np.mean(base))
+        g["retrieval_mr_minus_base_ge_30"] = {"points": round(float(d), 2), "met": bool(d >= 30)}
+    kv = out["arms"].get("mr/mapreduce", {}).get("cells", {}).get("kv_retrieval@16000")
+    if kv:
+        g["kv_retrieval_16k_ge_80"] = {"accuracy": kv["accuracy"], "met": kv["accuracy"] >= 80}
+    cal = _family_scores(out, "mr/mapreduce", ("conflicting",))
+    nocal = _family_scores(out, "mr/mapreduce-nocal", ("conflicting",))
+    if cal and nocal:
+        d = 100 * (np.mean(cal) - np.mean(nocal))
+        g["conflicting_cal_minus_nocal_ge_20"] = {
+            "points": round(float(d), 2),
+            "met": bool(d >= 20),
+        }
+    return g
+
+
+def table(out: dict[str, Any]) -> str:
+    names = list(out["arms"])
+    lines = ["| family | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for fam in out["families"]:
+        row = []
+        for a in names:
+            f = out["arms"][a]["families"].get(fam)
+            row.append(
+                "" if f is None else f"{f['accuracy']:.1f} [{f['ci95'][0]:.0f}, {f['ci95'][1]:.0f}]"
+            )
+        lines.append(f"| {fam} | " + " | ".join(row) + " |")
+    n = out["n_per_cell"] * len(out["lengths"])
+    lines.append(f"\nn = {n} per family and arm ({out['n_per_cell']} per length); [95% bootstrap]")
+    return "\n".join(lines)
+
+
+def plot(out: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(out["arms"])
+    fams = out["families"]
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(fams)), 4))
+    width = 0.8 / max(1, len(names))
+    for i, a in enumerate(names):
+        xs, ys, err = [], [], [[], []]
+        for j, fam in enumerate(fams):
+            f = out["arms"][a]["families"].get(fam)
+            if f is None:
+                continue
+            xs.append(j + i * width)
+            ys.append(f["accuracy"])
+            err[0].append(f["accuracy"] - f["ci95"][0])
+            err[1].append(f["ci95"][1] - f["accuracy"])
+        ax.bar(xs, ys, width, yerr=err, capsize=2, label=a)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(fams))], fams, rotation=20)
+    ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, 105)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", default="hf:default")
+    ap.add_argument("--mr", default="hf:default-mr")
+    ap.add_argument("--base-args", help="mapreduce options for the base arm (k=v,...)")
+    ap.add_argument("--mr-args", help="mapreduce options for the mr arm (default: its own)")
+    ap.add_argument("--mr-standard", action="store_true", help="also standard decoding with mr")
+    ap.add_argument("--families", default=",".join((*DEFAULT_FAMILIES, HELDOUT_FAMILY)))
+    ap.add_argument("--lengths", default="4000,8000,16000,32000,64000")
+    ap.add_argument("--n", type=int, default=50, help="documents per family and length")
+    ap.add_argument("--seed", type=int, default=0, help="offset into the held-out seeds")
+    ap.add_argument("--window", type=int, default=4096)
+    ap.add_argument("--keep-predictions", action="store_true")
+    ap.add_argument("--out", type=Path, default=Path("runs/bench/mr_trained"))
+    args = ap.parse_args()
+    result = run(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    md = table(result)
+    (args.out / "table.md").write_text(md + "\n", encoding="utf-8")
+    plot(result, args.out / "mr_trained.png")
+    slim = {**result, "arms": {k: {**v, "cells": None} for k, v in result["arms"].items()}}
+    print(json.dumps(slim))
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""What one evaluation is: :class:`EvalConfig`, a recipe under ``recipes/eval/`` or the flags of
+``chunkwise eval``, and the checks that make it a valid one."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from chunkwise.errors import BadInput
+
+PROMPT_KINDS = ("auto", "chat", "base")
+TRUNCATIONS = ("document", "official")
+
+#: config keys that may change between sessions of one run: they do not change any prediction
+RESUME_EXEMPT = frozenset(
+    {
+        "output",
+        "scorer",
+        "extract",
+        "log_samples",
+        "wandb",
+        "wandb_project",
+        "wandb_entity",
+        "wandb_tags",
+        "wandb_step",
+    }
+)
+
+
+@dataclass
+class EvalConfig:
+    """One evaluation: a recipe under ``recipes/eval/`` or the flags of ``chunkwise eval``."""
+
+    #: model spec (``hf:default``, ``openai:M@URL``, a training output folder, ...)
+    model: str = "hf:default"
+    #: any registered strategy: standard, mapreduce, ...
+    strategy: str = "standard"
+    #: the strategy's options (``chunk_tokens: 1000``); values are kept as text
+    strategy_args: dict[str, Any] = field(default_factory=dict)
+    benchmark: str = "infinitebench"
+    #: task names, or ``all`` (every task the data can provide)
+    tasks: list[str] = field(default_factory=lambda: ["passkey"])
+    #: hub | a folder of official <task>.jsonl files | synthetic:LENGTH
+    data: str = "hub"
+    #: Hub dataset revision (default: the benchmark's pinned one)
+    revision: str | None = None
+    #: first N examples of each task (synthetic: generate N); a fraction below 1 (``0.1``)
+    #: takes that share of each task's examples (rounded up)
+    limit: int | float | None = None
+    #: synthetic data seed (also the bootstrap's seed)
+    seed: int = 0
+    #: cap on the context window the strategy may use (below the model's own)
+    context_window: int | None = None
+    #: question wording: auto (chat when the model takes chat messages) | chat | base
+    prompts: str = "auto"
+    #: a user's copy of InfiniteBench's src/prompt.py: use its official templates (read as
+    #: data, never executed) instead of ours
+    prompt_source: str | None = None
+    #: which of its template families: gpt4 | claude2 | kimi | yarn_mistral (| yi-6b-200k ...)
+    prompt_family: str | None = None
+    #: document (cut the document's middle, room kept for the output) | official (the whole
+    #: prompt cut in the middle to the window, as InfiniteBench's scripts do)
+    truncation: str = "document"
+    scorer: str = "official"
+    #: auto (the reference's answer processing for the strategy that has one) | none |
+    #: mapreduce | answer_field
+    extract: str = "auto"
+    output: str = "runs/eval"
+    #: keep each strategy trace (every LLM call) in the prediction lines
+    save_trace: bool = True
+    #: store every call's exact prompt in the prediction lines and write samples/<task>.jsonl
+    #: (prompt, raw output, extracted answer, per-sample score)
+    log_samples: bool = False
+    wandb: bool = False
+    wandb_project: str = "chunkwise-eval"
+    wandb_entity: str | None = None
+    wandb_tags: list[str] = field(default_factory=list)
+    #: the step the metrics are logged at (e.g. the training step of the checkpoint)
+    wandb_step: int | None = None
+
+    def resolved(self) -> EvalConfig:
+        """A checked copy: tasks split on commas, options as text, the Hub revision pinned."""
+        tasks: list[str] = []
+        for t in self.tasks:
+            tasks.extend(p.strip() for p in str(t).split(",") if p.strip())
+        args = {str(k): _option_text(v) for k, v in (self.strategy_args or {}).items()}
+        if "window" in args:
+            raise BadInput(
+                "set the window with --context-window (config key context_window), "
+                "not as a strategy option"
+            )
+        if self.prompts not in PROMPT_KINDS:
+            raise BadInput(f"prompts={self.prompts!r}; valid: {', '.join(PROMPT_KINDS)}")
+        if self.truncation not in TRUNCATIONS:
+            raise BadInput(f"truncation={self.truncation!r}; valid: {', '.join(TRUNCATIONS)}")
+        if (self.prompt_source is None) != (self.prompt_family is None):
+            raise BadInput(
+                "--prompt-source (InfiniteBench's src/prompt.py) and --prompt-family "
+                "(e.g. gpt4) go together"
+            )
+        limit = _check_limit(self.limit)
+        if self.context_window is not None and self.context_window < 1:
+            raise BadInput(f"context_window must be positive, got {self.context_window}")
+        if not str(self.output).strip():
+            raise BadInput("output (the run folder) is empty")
+        revision = self.revision
+        if self.data.strip() == "hub" and revision is None and self.benchmark == "infinitebench":
+            from chunkwise.data.infinitebench import HUB_REVISION
+
+            revision = HUB_REVISION
+        return dataclasses.replace(
+            self,
+            tasks=tasks,
+            strategy_args=args,
+            revision=revision,
+            data=self.data.strip(),
+            limit=limit,
+            wandb_tags=[str(t) for t in self.wandb_tags],
+        )
+
+
+def _check_limit(limit: int | float | None) -> int | float | None:
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit):
+        raise BadInput(f"limit must be a number, got {limit!r}")
+    if 0 < limit < 1:
+        return float(limit)
+    if limit < 1 or limit != int(limit):
+        raise BadInput(
+            f"limit must be a whole number of examples (at least 1) or a fraction between 0 "
+            f"and 1, got {limit}"
+        )
+    return int(limit)
+
+
+def parse_limit(text: str) -> int | float:
+    """``--limit`` from the command line: ``8`` or ``0.1``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise BadInput(f"--limit {text!r}: expected a count (8) or a fraction (0.1)") from None
+    checked = _check_limit(value)
+    assert checked is not None
+    return checked
+
+
+def take(examples: list[Any], limit: int | float | None) -> list[Any]:
+    """The first ``limit`` examples (a fraction: that share, rounded up, at least one)."""
+    if limit is None:
+        return examples
+    if isinstance(limit, float) and limit < 1:
+        return examples[: max(1, math.ceil(limit * len(examples)))]
+    return examples[: int(limit)]
+
+
+def _option_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+__all__ = [
+    "PROMPT_KINDS",
+    "RESUME_EXEMPT",
+    "TRUNCATIONS",
+    "EvalConfig",
+    "parse_limit",
+    "take",
+]

@@ -1,0 +1,219 @@
+"""A finished run's predictions -> results.json and the per-sample files.
+
+Every prediction is scored with the session's scorer and extractor (the raw output when the
+extractor reads raw text), each task gets its bootstrap interval, config and config hash, and
+the whole is assembled in lm-eval's layout (:mod:`.results`). A fresh run in which every
+example failed is refused here, and what it wrote is removed, so that the corrected command
+can use the same folder.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+from pathlib import Path
+from typing import Any
+
+from chunkwise.errors import BadInput
+from chunkwise.eval.extractors import reads_raw
+from chunkwise.eval.results import (
+    STAT_KEYS,
+    average_block,
+    git_info,
+    now,
+    results_path,
+    samples_dir,
+    sha256_of,
+    stat_block,
+    stat_sums,
+    task_block,
+    versions,
+)
+from chunkwise.eval.run_dir import main_file, merge, read_records, stored_config, write_config
+from chunkwise.io import atomic_write_text
+
+
+def score_record(s: Any, task: str, rec: dict[str, Any]) -> tuple[str, float]:
+    """(the extracted text, its score in [0, 1]) for a prediction line."""
+    text = rec["prediction"]
+    if reads_raw(s.extract) and isinstance(rec.get("raw_output"), str):
+        text = rec["raw_output"]
+    score = s.bench.score(task, text, rec["ground_truth"], s.cfg.scorer, s.extract)
+    return s.bench.extracted(task, text, s.extract), float(score)
+
+
+# --------------------------------------------------------------------------------------------
+# merge, score, results
+
+
+def _templates_info(s: Any) -> dict[str, Any]:
+    if s.templates is not None:
+        return {"kind": "official", **s.templates.describe()}
+    return {"kind": "chunkwise", "version": s.bench.prompt_version()}
+
+
+def _task_config(s: Any, task: str, source: Any) -> dict[str, Any]:
+    cfg = s.cfg
+    prompt = (
+        s.bench.task_config(task, s.kind, s.templates)
+        if s.bench.task_config is not None
+        else {"version": s.bench.prompt_version()}
+    )
+    return {
+        "benchmark": s.bench.name,
+        "task": task,
+        "data": source,
+        "limit": cfg.limit,
+        "scorer": cfg.scorer,
+        "extract": s.extract,
+        "strategy": cfg.strategy,
+        "strategy_args": dict(cfg.strategy_args),
+        "context_window": cfg.context_window,
+        "truncation": cfg.truncation,
+        "prompt": prompt,
+    }
+
+
+def _clear_failed_run(out: Path, tasks: list[str]) -> None:
+    """Remove what this session wrote when it produced nothing but failures (a fresh run):
+    the corrected command can then use the same folder."""
+    for task in tasks:
+        main_file(out, task).unlink(missing_ok=True)
+    shards = out / "predictions" / "shards"
+    if shards.is_dir():
+        shutil.rmtree(shards)
+    for p in (out / "predictions", out):
+        if p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
+    (out / "config.yaml").unlink(missing_ok=True)
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
+
+
+def finish(
+    s: Any,
+    tasks: list[str],
+    examples: dict[str, list[dict]],
+    sources: dict[str, Any],
+    totals: dict[str, int],
+    model_info: dict[str, Any],
+    resumed: bool,
+) -> dict[str, Any]:
+    cfg, bench, out = s.cfg, s.bench, s.out
+    per_task: dict[str, Any] = {}
+    stats: dict[str, Any] = {}
+    shards: dict[str, Any] = {}
+    configs: dict[str, Any] = {}
+    prompt_versions: set[str] = set()
+    every_example: list[dict[str, Any]] = []
+    scored: dict[str, list[tuple[dict[str, Any], str, float]]] = {}
+    for task in tasks:
+        records, counts = merge(out, task, [ex["id"] for ex in examples[task]])
+        if counts:
+            shards[task] = counts
+        scored[task] = [(r, *score_record(s, task, r)) for r in records]
+        per_task[task] = task_block(
+            bench.display.get(task, task),
+            [sc for _, _, sc in scored[task]],
+            sum(1 for r in records if r.get("error")),
+            cfg.scorer,
+            s.extract,
+            cfg.seed,
+        )
+        configs[task] = _task_config(s, task, sources[task])
+        per_example = [r.get("stats") or {} for r in records]
+        every_example.extend(per_example)
+        stats[task] = stat_block(stat_sums(per_example), len(records))
+        for r in records:
+            v = r.get("stats", {}).get("prompt_version")
+            if v:
+                prompt_versions.add(str(v))
+    n_all = sum(per_task[t]["n"] for t in tasks)
+    failed = [r for t in tasks for r, _, _ in scored[t] if r.get("error")]
+    if failed and len(failed) == n_all:
+        if not resumed:
+            _clear_failed_run(out, tasks)
+        raise BadInput(
+            f"every one of the {n_all} examples failed, so nothing was scored; the first "
+            f"error ({failed[0]['id']!r}): {failed[0]['error']}"
+        )
+    write_config(out, cfg)  # refresh the keys a rerun may change (scorer, extract, wandb)
+    path = results_path(out, cfg.scorer, s.extract)
+    files: dict[str, Any] = {"results": path.name, "samples": None}
+    if cfg.log_samples:
+        folder = samples_dir(path)
+        for task in tasks:
+            atomic_write_text(folder / f"{task}.jsonl", _samples_text(s, scored[task]))
+        files["samples"] = folder.name
+    stats["all"] = stat_block(stat_sums(every_example), len(every_example))
+    return {
+        "results": per_task,
+        "average": average_block(per_task, tasks),
+        "higher_is_better": {t: {"score": True} for t in tasks},
+        "n-samples": {t: {"original": totals[t], "effective": per_task[t]["n"]} for t in tasks},
+        "configs": configs,
+        "task_hashes": {t: sha256_of(configs[t]) for t in tasks},
+        "templates": _templates_info(s),
+        "strategy_stats": stats,
+        "data": sources,
+        "config": stored_config(cfg),
+        "benchmark": {"name": bench.name, "prompt_version": bench.prompt_version()},
+        "strategy": {
+            "name": cfg.strategy,
+            "args": dict(cfg.strategy_args),
+            "prompt_versions": sorted(prompt_versions),
+        },
+        "model": model_info,
+        "distributed": {"world_size": s.dist.world, "shard_lines": shards},
+        "files": files,
+        "versions": versions(),
+        **git_info(),
+        "date": now(),
+        "platform": platform.platform(),
+    }
+
+
+def _samples_text(s: Any, scored: list[tuple[dict[str, Any], str, float]]) -> str:
+    rows = []
+    for r, extracted, score in scored:
+        row = {
+            "id": r["id"],
+            "prompt": r.get("prompt"),
+            "raw_output": r.get("raw_output"),
+            "prediction": r["prediction"],
+            "extracted": extracted,
+            "ground_truth": r["ground_truth"],
+            "score": score,
+            "scorer": s.cfg.scorer,
+            "extract": s.extract,
+        }
+        if r.get("error"):
+            row["error"] = r["error"]
+        rows.append(json.dumps(row, ensure_ascii=False) + "\n")
+    return "".join(rows)
+
+
+def wandb_samples(s: Any, tasks: list[str]) -> dict[str, list]:
+    """Per-sample rows for wandb: id, question, prediction, extracted, reference, score, stats."""
+    rows: dict[str, list] = {}
+    for task in tasks:
+        rows[task] = []
+        for r in read_records(main_file(s.out, task)):
+            st = r.get("stats", {})
+            extracted, score = score_record(s, task, r)
+            rows[task].append(
+                {
+                    "id": r["id"],
+                    "question": r.get("question", ""),
+                    "prediction": r["prediction"],
+                    "extracted": extracted,
+                    "reference": r["ground_truth"],
+                    "score": score,
+                    **{k: st.get(k, 0) for k in STAT_KEYS},
+                }
+            )
+    return rows
+
+
+__all__ = ["finish", "score_record", "wandb_samples"]

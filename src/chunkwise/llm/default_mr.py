@@ -1,0 +1,209 @@
+"""``hf:default-mr``: the embedded Gemma-3-270M with the LoRA adapter that teaches it the
+MapReduce protocol (trained by ``make default-mr`` from oracle records, shipped as package data
+in ``chunkwise/models/default_mr/``).
+
+The adapter alone is shipped (a few MB); the tokenizer is the embedded model's, with the chat
+template the adapter was trained under (``prompts/mapreduce/gemma_chat.jinja``). On first use
+the pieces are put together in a cache folder (``$CHUNKWISE_CACHE/models/default-mr-<hash>``)
+that the hf backend loads as an ordinary adapter folder over ``hf:default`` with chat prompts.
+Decode it with the strategy options it was trained with (:func:`strategy_args`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from chunkwise.errors import BadInput
+
+NAME = "default-mr"
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+#: written beside the adapter by `make default-mr`: the mapreduce options it was trained with
+STRATEGY_FILE = "strategy.json"
+TEMPLATE = "mapreduce/gemma_chat.jinja"
+
+
+def package_dir() -> Path:
+    """Where the committed adapter lives (``CHUNKWISE_DEFAULT_MR`` overrides, for tests)."""
+    override = os.environ.get("CHUNKWISE_DEFAULT_MR")
+    if override:
+        return Path(override)
+    return Path(str(resources.files("chunkwise") / "models" / "default_mr"))
+
+
+def _missing() -> BadInput:
+    return BadInput(
+        f"hf:{NAME} has no trained adapter in this installation ({package_dir()} holds no "
+        "adapter_model.safetensors): run `make default-mr` to train it from oracle records "
+        "(about 90 minutes on 2 CPU cores), or use hf:default"
+    )
+
+
+def chat_template() -> str:
+    return (resources.files("chunkwise.prompts") / TEMPLATE).read_text(encoding="utf-8")
+
+
+def strategy_args() -> dict[str, Any]:
+    """The mapreduce options the committed adapter was trained with (e.g. chunk_tokens)."""
+    path = package_dir() / STRATEGY_FILE
+    if not path.is_file():
+        raise _missing()
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return dict(data.get("mapreduce", {}))
+
+
+def model_dir() -> Path:
+    """A loadable adapter folder for ``hf:default-mr`` (built once per adapter version)."""
+    src = package_dir()
+    if not all((src / f).is_file() for f in ADAPTER_FILES):
+        raise _missing()
+    from chunkwise.llm.embedded import cache_root, converted_dir
+
+    digest = hashlib.sha256()
+    for f in ADAPTER_FILES:
+        digest.update((src / f).read_bytes())
+    template = chat_template()
+    digest.update(template.encode())
+    out = cache_root() / "models" / f"{NAME}-{digest.hexdigest()[:12]}"
+    if (out / "chunkwise_model.json").exists():
+        return out
+    base = converted_dir()
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for f in ADAPTER_FILES:
+        shutil.copyfile(src / f, tmp / f)
+    for f in base.iterdir():
+        if f.name == "tokenizer.json":  # ~33 MB: linked, not copied
+            os.symlink(f, tmp / f.name)
+        elif f.name.startswith(("tokenizer", "special_tokens")):
+            shutil.copyfile(f, tmp / f.name)
+    cfg_path = tmp / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.exists() else {}
+    cfg["chat_template"] = template
+    cfg_path.write_text(json.dumps(cfg, indent=1), encoding="utf-8")
+    (tmp / "chat_template.jinja").write_text(template, encoding="utf-8")
+    (tmp / "chunkwise_model.json").write_text(
+        json.dumps({"base": "hf:default?chat=on"}), encoding="utf-8"
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return out
+
+
+def counting_llm(window: int = 32768) -> Any:
+    """``hf:default-mr`` for counting only: the embedded tokenizer with the adapter's chat
+    template, prompts wrapped and measured as the hf backend wraps them, no weights (what the
+    oracle teacher needs before any adapter exists)."""
+    from transformers import AutoTokenizer
+
+    from chunkwise.llm.base import LLM
+    from chunkwise.llm.embedded import converted_dir
+    from chunkwise.text import HFTokenCounter
+
+    tokenizer = AutoTokenizer.from_pretrained(str(converted_dir()))
+    tokenizer.chat_template = chat_template()
+
+    class TokenizerLLM(LLM):
+        chat = True
+        spec = f"hf:{NAME}(tokenizer)"
+
+        def __init__(self) -> None:
+            self.tokenizer = tokenizer
+            self.counter = HFTokenCounter(tokenizer)
+
+        @property
+        def context_window(self) -> int:
+            return window
+
+        def count_tokens(self, text: str) -> int:
+            return self.counter.count_tokens(text)
+
+        def token_offsets(self, text: str) -> list[tuple[int, int]]:
+            return self.counter.token_offsets(text)
+
+        def encode(self, text: str) -> list[int]:
+            return self.counter.encode(text)
+
+        def decode(self, ids: Any) -> str:
+            return self.counter.decode(ids)
+
+        def prompt_tokens(self, prompt: Any) -> int:
+            if isinstance(prompt, str):
+                return len(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+            text = self.tokenizer.apply_chat_template(
+                prompt, tokenize=False, add_generation_prompt=True
+            )
+            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+        def _generate(self, requests: Any) -> Any:
+            raise BadInput(f"hf:{NAME} was opened for counting tokens only")
+
+    return TokenizerLLM()
+
+
+def resolve(spec: Any) -> Any:
+    """``hf:default-mr?opts`` as the hf spec of its adapter folder (options kept)."""
+    from chunkwise.llm.spec import ModelSpec
+
+    return ModelSpec("hf", str(model_dir()), {"chat": "on", **spec.options}, None, spec.raw)
+
+
+def install(train_dir: Path, dest: Path | None = None) -> Path:
+    """Copy a finished training run's adapter into the package data (``make default-mr``),
+    with the mapreduce options of its recipe (decoding must use the same ones)."""
+    import yaml
+
+    dest = dest or package_dir()
+    missing = [f for f in ADAPTER_FILES if not (train_dir / f).is_file()]
+    if missing:
+        raise BadInput(f"{train_dir} is not a finished LoRA run: no {', '.join(missing)}")
+    recipe_path = train_dir / "recipe.yaml"
+    recipe = yaml.safe_load(recipe_path.read_text(encoding="utf-8")) if recipe_path.exists() else {}
+    data = recipe.get("data", {}) if isinstance(recipe, dict) else {}
+    mr = {**dict(data.get("mapreduce") or {}), "window": int(data.get("window", 4096))}
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in ADAPTER_FILES:
+        shutil.copyfile(train_dir / f, dest / f)
+    info = train_dir / "train_info.json"
+    if info.exists():
+        shutil.copyfile(info, dest / "train_info.json")
+    (dest / STRATEGY_FILE).write_text(json.dumps({"mapreduce": mr}, indent=1), encoding="utf-8")
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m chunkwise.llm.default_mr")
+    ap.add_argument("command", choices=["install"])
+    ap.add_argument("train_dir", type=Path)
+    args = ap.parse_args(argv)
+    try:
+        print(install(args.train_dir))
+    except BadInput as e:
+        print(f"default-mr install: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+__all__ = [
+    "NAME",
+    "chat_template",
+    "counting_llm",
+    "install",
+    "model_dir",
+    "package_dir",
+    "resolve",
+    "strategy_args",
+]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

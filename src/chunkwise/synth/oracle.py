@@ -1,0 +1,344 @@
+"""The oracle teacher: exact MapReduce targets for generated documents with known evidence.
+
+The teacher does not re-implement MapReduce. It runs the ``mapreduce`` strategy itself, on a
+stand-in model (:class:`OracleLLM`) that counts tokens with the real model's tokenizer and
+answers every call from the ground truth of the document family (:mod:`chunkwise.data.families`):
+
+* a map call (recognised by its exact prompt, one per chunk of the strategy's own plan) gets
+  the four protocol fields for the evidence wholly inside that chunk, or NO INFORMATION;
+* a collapse call gets what the union of its input parts' evidence supports, in the same four
+  fields (the strategy decides grouping and rounds, exactly as at decoding time);
+* the reduce call gets ``Rationale: ...`` and ``Answer: ...`` for all the evidence it sees.
+
+Confidences follow the calibration rule of :data:`chunkwise.data.families.CONFIDENCE`: 5 for a
+direct statement, lower for partial, inferred, hedged, unreliable or retracted evidence. The
+trace the strategy records *is* the record's M, and the reduce rationale is kept as
+``intermediate.reduce``; the result is an ordinary Pyramid-Align (X, Q, M, A) record.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chunkwise.data.families import Doc, Family, Straddle, get_family
+from chunkwise.errors import BadInput
+from chunkwise.llm import LLM, Completion, Request
+from chunkwise.strategies import get_strategy
+from chunkwise.strategies.mapreduce import MapReduce, to_intermediate
+from chunkwise.strategies.protocol import NO_INFO, Record, render_record
+from chunkwise.synth.records import map_record, validate_record
+
+_PARTS = re.compile(r"Findings from parts? ([\d, ]+):")
+
+
+def _text(prompt: Any) -> str:
+    return prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
+
+
+class OracleLLM(LLM):
+    """Answers the calls of one MapReduce run over one document from its ground truth; token
+    counting, chat wrapping and the window are the wrapped model's."""
+
+    def __init__(
+        self, inner: LLM, strategy: MapReduce, family: Family, doc: Doc, evidence: list[list]
+    ):
+        self.inner = inner
+        self.chat = inner.chat
+        self.spec = "oracle"
+        self.strategy = strategy
+        self.family = family
+        self.doc = doc
+        self.evidence = evidence  # per chunk
+        q = doc.query()
+        plan = strategy.plan(doc.context, q, inner)
+        self.prompts = plan.prompts
+        self.map_index = {
+            _text(inner.as_prompt(strategy.map_prompt(plan.prompts, c.text, q))): c.index
+            for c in plan.chunks
+        }
+        coll = set(strategy.collapse_prompt(plan.prompts, [], q).splitlines())
+        red = set(strategy.reduce_prompt(plan.prompts, [], q).splitlines())
+        self.collapse_marker = max(coll - red, key=len)
+        self.calls: Counter[str] = Counter()
+
+    @property
+    def context_window(self) -> int:
+        return self.inner.context_window
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        return self.inner.token_offsets(text)
+
+    def encode(self, text: str) -> list[int]:
+        return self.inner.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.inner.decode(ids)
+
+    def as_prompt(self, text: str) -> Any:
+        return self.inner.as_prompt(text)
+
+    def prompt_tokens(self, prompt: Any) -> int:
+        return self.inner.prompt_tokens(prompt)
+
+    def target(self, prompt: Any) -> tuple[str, str]:
+        """(stage, output text) for one call of the run."""
+        text = _text(prompt)
+        with_conf = self.prompts.with_confidence
+        if text in self.map_index:
+            i = self.map_index[text]
+            f = self.family.resolve(self.doc, [(i, ev) for ev in self.evidence[i]], "map")
+            return "map", _render(f, with_conf)
+        parts: list[int] = []
+        for m in _PARTS.finditer(text):
+            parts += [int(x) - 1 for x in m.group(1).split(",") if x.strip()]
+        items = [(p, ev) for p in sorted(set(parts)) for ev in self.evidence[p]]
+        if self.collapse_marker in text:
+            return "collapse", _render(self.family.resolve(self.doc, items, "collapse"), with_conf)
+        f = self.family.resolve(self.doc, items, "reduce")
+        return "reduce", f"Rationale: {f.rationale}\nAnswer: {f.answer or NO_INFO}"
+
+    def _generate(self, requests: Sequence[Request]) -> list[Completion]:
+        out = []
+        for req in requests:
+            t0 = time.perf_counter()
+            stage, text = self.target(req.prompt)
+            self.calls[stage] += 1
+            out.append(
+                Completion(
+                    text=text,
+                    prompt_tokens=self.inner.prompt_tokens(req.prompt),
+                    completion_tokens=self.inner.count_tokens(text),
+                    finish_reason="stop",
+                    latency_s=time.perf_counter() - t0,
+                )
+            )
+        return out
+
+
+def _render(f: Any, with_confidence: bool) -> str:
+    rec = Record(f.extracted_information, f.rationale, f.answer or NO_INFO, f.confidence)
+    return render_record(rec, with_confidence=with_confidence)
+
+
+@dataclass
+class OracleTeacher:
+    """Builds oracle records for documents of the registered families."""
+
+    llm: LLM  # the model that will decode: its tokenizer, chat wrapping and window
+    window: int = 4096
+    mapreduce_args: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        args = {"prompts": "chat", **self.mapreduce_args}
+        if args["prompts"] != "chat" or args.get("protocol", "structured") != "structured":
+            raise BadInput(
+                "the oracle teacher writes the four-field chat protocol: use prompts=chat and "
+                "protocol=structured in --strategy-args"
+            )
+        self.strategy = get_strategy("mapreduce", window=self.window, **args)
+        assert isinstance(self.strategy, MapReduce)
+
+    def record(self, doc: Doc) -> dict[str, Any]:
+        """One Pyramid-Align record for ``doc``; :class:`Straddle` when evidence falls across
+        a chunk edge (the caller skips the document)."""
+        family = get_family(doc.family)
+        q = doc.query()
+        plan = self.strategy.plan(doc.context, q, self.llm)
+        evidence = [family.evidence_in(doc, c.start_char, c.end_char) for c in plan.chunks]
+        oracle = OracleLLM(self.llm, self.strategy, family, doc, evidence)
+        ans = self.strategy.answer(doc.context, q, oracle)
+        m = to_intermediate(ans)
+        red = next(e for e in ans.trace if e.stage == "reduce").output
+        extra = ans.stats.extra
+        rec = {
+            "id": doc.id,
+            "source_id": doc.id,
+            "document": doc.context,
+            "question": doc.question,
+            "intermediate": {
+                "map": [map_record(r) for r in m["map"]],
+                "collapse": [[map_record(r) for r in g] for g in m["collapse"]],
+                "reduce": {"rationale": str(red["rationale"]), "answer": ans.text.strip()},
+            },
+            "answer": ans.text.strip(),
+            "meta": {
+                "node_level": 0,
+                "node_ids": [doc.id],
+                "levels": 1,
+                "model": "oracle",
+                "prompt_version": str(extra["prompt_version"]),
+                "node_kind": "root",
+                "leaves": [0, len(plan.chunks) - 1],
+                "char_span": [0, len(doc.context)],
+                "mapreduce": {
+                    "prompt_version": str(extra["prompt_version"]),
+                    "prompt_kind": str(extra["prompt_kind"]),
+                    "chunk_budget": int(extra["chunk_budget"]),
+                    "chunks": [[c.start_char, c.end_char] for c in plan.chunks],
+                },
+                "task": doc.task,
+                "family": doc.family,
+                "seed": int(doc.meta.get("seed", 0)),
+                "length_tokens": int(doc.meta.get("length", 0)),
+            },
+        }
+        problems = validate_record(rec)
+        if problems:
+            raise AssertionError(f"{doc.id}: oracle record is malformed: {'; '.join(problems)}")
+        if rec["answer"] != doc.answer:
+            raise AssertionError(f"{doc.id}: oracle answered {rec['answer']!r}, not {doc.answer!r}")
+        return rec
+
+
+def run_oracle(
+    llm: LLM,
+    out: Path,
+    *,
+    families: Sequence[str],
+    lengths: Sequence[int],
+    n: int,
+    seed: int = 0,
+    window: int = 4096,
+    mapreduce_args: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Write ``out/data/oracle.jsonl`` (resumable: ids already there are skipped) and
+    ``out/stats.json``; returns the stats."""
+    teacher = OracleTeacher(llm, window, dict(mapreduce_args or {}))
+    data = out / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    path = data / "oracle.jsonl"
+    done: set[str] = set()
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                try:
+                    done.add(json.loads(line)["id"])
+                except (ValueError, KeyError):
+                    continue  # a torn last line from an interrupted run is rewritten below
+    t0 = time.perf_counter()
+    stats: dict[str, Any] = {"records": 0, "skipped": Counter(), "by_family": Counter()}
+    stages: Counter[str] = Counter()
+    jobs = [(f, L) for f in families for L in lengths]
+    try:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(jobs) * n, disable=not progress, desc="oracle", unit="doc")
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        bar = None
+    with path.open("a", encoding="utf-8") as fh:
+        for fam, length in jobs:
+            docs = get_family(fam).make(
+                n=n, seed=seed, length_tokens=length, count_tokens=llm.count_tokens
+            )
+            for doc in docs:
+                if bar is not None:
+                    bar.update(1)
+                if doc.id in done:
+                    stats["records"] += 1
+                    stats["by_family"][fam] += 1
+                    continue
+                try:
+                    rec = teacher.record(doc)
+                except Straddle:
+                    stats["skipped"]["evidence_across_chunks"] += 1
+                    continue
+                stages["map"] += len(rec["intermediate"]["map"])
+                stages["collapse"] += sum(len(g) for g in rec["intermediate"]["collapse"])
+                stages["reduce"] += 1
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                fh.flush()
+                stats["records"] += 1
+                stats["by_family"][fam] += 1
+    if bar is not None:
+        bar.close()
+    stats.update(
+        skipped=dict(stats["skipped"]),
+        by_family=dict(stats["by_family"]),
+        new_examples_by_stage=dict(stages),
+        families=list(families),
+        lengths=list(lengths),
+        n=n,
+        seed=seed,
+        window=window,
+        seconds=round(time.perf_counter() - t0, 2),
+        out=str(path),
+    )
+    (out / "stats.json").write_text(json.dumps(stats, indent=1), encoding="utf-8")
+    return stats
+
+
+def parse_lengths(text: str) -> list[int]:
+    if text.strip() == "train":
+        from chunkwise.data.families import TRAIN_LENGTHS
+
+        return list(TRAIN_LENGTHS)
+    try:
+        out = [int(x.strip().lower().replace("k", "000")) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadInput(f"--lengths {text!r}: expected token counts like 2000,4000 or 4k") from None
+    if not out or any(x < 64 for x in out):
+        raise BadInput(f"--lengths {text!r}: each length must be at least 64 tokens")
+    return out
+
+
+def parse_families(text: str) -> list[str]:
+    from chunkwise.data.families import FAMILIES
+
+    if text.strip() == "train":  # every family but the held-out one
+        from chunkwise.data.families import train_families
+
+        return train_families()
+    names = list(FAMILIES) if text.strip() in ("", "all") else [x.strip() for x in text.split(",")]
+    for name in names:
+        get_family(name)  # names the unknown one
+    return names
+
+
+def run_oracle_cli(args: Any, mapreduce_args: dict[str, Any]) -> int:
+    """``chunkwise synth --teacher oracle``: prints the stats as one JSON line."""
+    from chunkwise.llm import load_llm
+
+    if args.n < 1:
+        raise BadInput(f"--n must be at least 1, got {args.n}")
+    families = parse_families(args.families)
+    lengths = parse_lengths(args.lengths)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--out {args.out!r} is a file, not a folder")
+    if args.model.split("?")[0] == "hf:default-mr":
+        # the model being taught need not exist yet: its tokenizer and template suffice
+        from chunkwise.llm.default_mr import counting_llm
+
+        llm = counting_llm()
+    else:
+        llm = load_llm(args.model)
+    try:
+        stats = run_oracle(
+            llm,
+            out,
+            families=families,
+            lengths=lengths,
+            n=args.n,
+            seed=args.seed,
+            window=args.window,
+            mapreduce_args=mapreduce_args,
+            progress=not args.no_progress,
+        )
+    finally:
+        llm.close()
+    print(json.dumps(stats))
+    return 0
+
+
+__all__ = ["OracleLLM", "OracleTeacher", "run_oracle", "run_oracle_cli"]

@@ -1,0 +1,236 @@
+"""The Accelerator a run trains with, and the name of the engine it really uses.
+
+``accelerate launch --config_file CFG`` tells the script what to use through environment
+variables (``ACCELERATE_USE_DEEPSPEED``, ``ACCELERATE_DEEPSPEED_ZERO_STAGE``,
+``ACCELERATE_USE_FSDP``, ``FSDP_VERSION``, ...). :func:`requested_engine` reads them,
+:func:`build_accelerator` builds an Accelerator that runs exactly that engine on CUDA *and* on a
+CPU-only machine (gloo), and :func:`engine_name` names the engine the Accelerator ended up with.
+A run whose engine differs from the requested one stops (``BadInput``): never a silent
+downgrade (``Accelerator(cpu=True)`` turns a DeepSpeed launch into plain DDP).
+
+Engine names: ``deepspeed-zero2``, ``deepspeed-zero3``, ``deepspeed-zero3-offload`` (any
+offload), ``fsdp2`` (``fsdp1`` for version 1), ``ddp`` (several processes) and ``single``.
+
+On CPU: DeepSpeed runs through its CPU accelerator (``DS_ACCELERATOR=cpu``, set here when CUDA
+is absent) with a gloo process group; accelerate only builds FSDP for GPU-like distributed types,
+so on CPU the gloo group is created first and the state is marked multi-device before the
+Accelerator reads it (FSDP2's ``fully_shard`` itself runs on CPU tensors with gloo).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from chunkwise.errors import BadInput, MissingDependency
+
+ENGINES = (
+    "deepspeed-zero1",
+    "deepspeed-zero2",
+    "deepspeed-zero3",
+    "deepspeed-zero2-offload",
+    "deepspeed-zero3-offload",
+    "fsdp1",
+    "fsdp2",
+    "ddp",
+    "single",
+)
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "false").strip().lower() in ("1", "true", "yes")
+
+
+def _world() -> int:
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1") or 1)
+    except ValueError:
+        return 1
+
+
+def requested_engine(env: dict[str, str] | None = None) -> str:
+    """The engine ``accelerate launch`` asked for, from its environment variables."""
+    saved = None
+    if env is not None:
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(env)
+    try:
+        if _flag("ACCELERATE_USE_DEEPSPEED"):
+            stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "2").strip() or "2"
+            offload = any(
+                os.environ.get(k, "none").strip().lower() in ("cpu", "nvme")
+                for k in (
+                    "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",
+                    "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE",
+                )
+            )
+            return f"deepspeed-zero{stage}" + ("-offload" if offload else "")
+        if _flag("ACCELERATE_USE_FSDP"):
+            return "fsdp2" if os.environ.get("FSDP_VERSION", "1").strip() == "2" else "fsdp1"
+        return "ddp" if _world() > 1 else "single"
+    finally:
+        if saved is not None:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def launch_env(config_file: str | os.PathLike, num_processes: int) -> dict[str, str]:
+    """The environment ``accelerate launch --config_file CONFIG --num_processes N`` gives the
+    training script, built by accelerate's own config loader, launch parser, validator and env
+    builders (no process is started). Bad configs raise ``BadInput``."""
+    import contextlib
+    import io
+
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
+
+    if not Path(config_file).is_file():
+        raise BadInput(f"--config_file {str(config_file)!r}: no such file")
+    parser = launch_command_parser()
+    argv = ["--config_file", str(config_file), "--num_processes", str(num_processes), "x.py"]
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            args = parser.parse_args(argv)
+        args, defaults, mp_from_config = _validate_launch_command(args)
+        if args.use_deepspeed:  # as accelerate's launch_command does before its launcher
+            fields = list(defaults.deepspeed_config) if defaults else []
+            fields += ["mixed_precision"] if mp_from_config else []
+            args.deepspeed_fields_from_accelerate_config = ",".join(fields)
+            _, env = prepare_deepspeed_cmd_env(args)
+        else:
+            env = prepare_multi_gpu_env(args)
+    except (ValueError, TypeError, KeyError, SystemExit) as e:
+        raise BadInput(f"--config_file {str(config_file)!r}: {e}") from None
+    env["WORLD_SIZE"] = str(num_processes)
+    return env
+
+
+def engine_name(accelerator: Any) -> str:
+    """The engine this Accelerator trains with (see the module docstring for the names)."""
+    from accelerate.utils import DistributedType
+
+    dt = accelerator.distributed_type
+    if dt == DistributedType.DEEPSPEED:
+        plugin = accelerator.state.deepspeed_plugin
+        zero = plugin.deepspeed_config.get("zero_optimization") or {}
+        stage = int(zero.get("stage", plugin.zero_stage))
+        offload = any(
+            str((zero.get(k) or {}).get("device", "none")).lower() in ("cpu", "nvme")
+            for k in ("offload_optimizer", "offload_param")
+        )
+        return f"deepspeed-zero{stage}" + ("-offload" if offload else "")
+    if dt == DistributedType.FSDP:
+        return "fsdp2" if accelerator.state.fsdp_plugin.fsdp_version == 2 else "fsdp1"
+    if accelerator.num_processes > 1:
+        return "ddp"
+    return "single"
+
+
+def load_dtype(setting: str, *, cuda: bool, engine: str, lora: bool) -> str:
+    """The dtype the model's weights are loaded in (``model.dtype``; ``auto`` decides).
+
+    auto: on CUDA, bf16 under DeepSpeed (its bf16 mode keeps fp32 master weights itself) and for
+    LoRA on any engine (the frozen base needs no fp32 copy: 16 GB instead of 32 GB for an 8B
+    model on every DDP/FSDP GPU); fp32 for full fine-tuning under DDP/FSDP (accelerate's bf16
+    autocast over fp32 weights) and on CPU."""
+    if setting != "auto":
+        return setting
+    if cuda and (engine.startswith("deepspeed") or lora):
+        return "bfloat16"
+    return "float32"
+
+
+def check_ulysses(env: dict[str, str] | None = None, *, cuda: bool, flash_attn: bool) -> None:
+    """Ulysses sequence parallelism (``parallelism_config_sp_size > 1``) with a flash-attention
+    kernel needs flash-attn on CUDA; without it DeepSpeed fails later with an error that does not
+    say so. Raise a clear one instead."""
+    env = os.environ if env is None else env
+    try:
+        sp = int(env.get("PARALLELISM_CONFIG_SP_SIZE", "1") or 1)
+    except ValueError:
+        sp = 1
+    attn = env.get("PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION", "") or ""
+    if sp > 1 and attn.startswith("flash_attention") and not (cuda and flash_attn):
+        raise MissingDependency(
+            f"flash-attn (the accelerate config's Ulysses sequence parallelism, sp_size {sp}, "
+            f"uses parallelism_config_sp_attn_implementation: {attn})",
+            "pip install flash-attn on a CUDA machine, or set "
+            "parallelism_config_sp_attn_implementation: sdpa with batching.strategy=sorted "
+            "and batching.batch_size=1",
+        )
+
+
+def _family(engine: str) -> str:
+    return engine.split("-")[0] if engine.startswith("deepspeed") else engine
+
+
+def build_accelerator(**kwargs: Any) -> tuple[Any, str]:
+    """An Accelerator running the engine the launch asked for, and that engine's name.
+
+    ``kwargs`` go to ``Accelerator`` (gradient accumulation, mixed precision, trackers).
+    Raises ``BadInput`` when the engine that would run is not the one requested."""
+    import torch
+
+    wanted = requested_engine()
+    cuda = torch.cuda.is_available()
+    from chunkwise.train.modeling import has_module
+
+    check_ulysses(cuda=cuda, flash_attn=has_module("flash_attn"))
+    if wanted.startswith("deepspeed"):
+        if not cuda:
+            os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        try:
+            import deepspeed  # noqa: F401
+        except ImportError:
+            raise MissingDependency(
+                f"DeepSpeed (the accelerate config asks for {wanted})",
+                "pip install 'chunkwise[deepspeed]'",
+            ) from None
+    from accelerate import Accelerator
+    from accelerate.utils import InitProcessGroupKwargs
+
+    if cuda:
+        accelerator = Accelerator(**kwargs)
+    elif wanted.startswith("deepspeed"):
+        # cpu=True would drop DeepSpeed; without a backend accelerate counts one process
+        accelerator = Accelerator(
+            kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")], **kwargs
+        )
+    elif wanted.startswith("fsdp"):
+        accelerator = _cpu_fsdp_accelerator(**kwargs)
+    else:
+        # without cpu=True, torchrun ranks on a CPU machine each run alone (no gloo group)
+        accelerator = Accelerator(cpu=True, **kwargs)
+    actual = engine_name(accelerator)
+    if _family(actual) != _family(wanted) or (wanted.startswith("deepspeed") and actual != wanted):
+        raise BadInput(
+            f"the accelerate launch asked for {wanted} but this process would train with "
+            f"{actual}; check the --config_file and that every process was started by it"
+        )
+    return accelerator, actual
+
+
+def _cpu_fsdp_accelerator(**kwargs: Any) -> Any:
+    """FSDP on a CPU machine: accelerate enables FSDP only for GPU-like distributed types, so
+    the gloo group is created first (``PartialState(cpu=True)``) and marked multi-device."""
+    from accelerate import Accelerator, PartialState
+    from accelerate.utils import DistributedType
+
+    state = PartialState(cpu=True)
+    if state.num_processes < 2:
+        raise BadInput("FSDP needs at least 2 processes (accelerate launch --num_processes N)")
+    PartialState._shared_state["distributed_type"] = DistributedType.MULTI_GPU
+    return Accelerator(**kwargs)
+
+
+__all__ = [
+    "ENGINES",
+    "build_accelerator",
+    "check_ulysses",
+    "engine_name",
+    "launch_env",
+    "load_dtype",
+    "requested_engine",
+]

@@ -1,0 +1,139 @@
+"""Training record types and readers: text- and token-level examples, per-run format
+statistics, JSONL reading and the LongAlign (messages) format."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chunkwise.errors import BadInput
+from chunkwise.io import read_jsonl
+
+log = logging.getLogger("chunkwise.train.formats")
+
+IGNORE = -100
+
+
+# --------------------------------------------------------------------------------------------
+# text-level examples
+
+
+@dataclass
+class TextExample:
+    """One training sequence as text: a conversation whose assistant turns are the targets.
+
+    For base (plain-prompt) models the conversation is ``[user: prompt, assistant: target]``
+    and is encoded as ``BOS + prompt`` then ``target + EOS``.
+    """
+
+    id: str
+    stage: str  # standard | chat | map | collapse | reduce | single
+    messages: list[dict[str, str]]
+    where: str = ""
+
+
+@dataclass
+class Example:
+    id: str
+    stage: str
+    input_ids: np.ndarray  # int32
+    labels: np.ndarray  # int32, IGNORE outside assistant spans (not shifted)
+    truncated: bool = False
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def n_targets(self) -> int:
+        """Tokens the loss sees: label positions after the first (a token predicts the next)."""
+        return int((self.labels[1:] != IGNORE).sum())
+
+
+@dataclass
+class FormatStats:
+    records: int = 0
+    examples: int = 0
+    tokens: int = 0
+    target_tokens: int = 0
+    max_tokens: int = 0
+    truncated: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    stages: Counter = field(default_factory=Counter)
+    formats: Counter = field(default_factory=Counter)
+    rechunked_records: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "examples": self.examples,
+            "tokens": self.tokens,
+            "target_tokens": self.target_tokens,
+            "max_tokens": self.max_tokens,
+            "truncated": self.truncated,
+            "skipped": dict(self.skipped),
+            "stages": dict(self.stages),
+            "formats": dict(self.formats),
+            "rechunked_records": self.rechunked_records,
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# reading
+
+
+def read_records(files: Sequence[Path], limit: int = 0) -> Iterator[tuple[str, dict]]:
+    """``(file:line, record)`` over every file, at most ``limit`` records (0 = all)."""
+    n = 0
+    for path in files:
+        for lineno, rec in read_jsonl(path):
+            yield f"{path}:{lineno}", rec
+            n += 1
+            if limit and n >= limit:
+                return
+
+
+def record_format(rec: dict, where: str, forced: str = "auto") -> str:
+    if forced != "auto":
+        return forced
+    if "messages" in rec:
+        return "longalign"
+    if "document" in rec and "question" in rec:
+        return "pyramid_align"
+    raise BadInput(
+        f"{where}: record {rec.get('id', '?')!r} is neither LongAlign (messages) nor "
+        "Pyramid-Align (document, question, answer); set data.format or fix the file"
+    )
+
+
+def _rid(rec: dict, where: str) -> str:
+    rid = rec.get("id")
+    return str(rid) if rid is not None else where
+
+
+# --------------------------------------------------------------------------------------------
+# LongAlign
+
+
+def expand_longalign(rec: dict, where: str) -> list[TextExample]:
+    rid = _rid(rec, where)
+    msgs = rec.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise BadInput(f"{where}: record {rid!r}: 'messages' must be a non-empty list")
+    clean = []
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant"):
+            raise BadInput(
+                f"{where}: record {rid!r}: messages[{i}] needs a role of system, user or assistant"
+            )
+        if not isinstance(m.get("content"), str):
+            raise BadInput(f"{where}: record {rid!r}: messages[{i}].content must be text")
+        clean.append({"role": m["role"], "content": m["content"]})
+    if not any(m["role"] == "assistant" and m["content"].strip() for m in clean):
+        raise BadInput(f"{where}: record {rid!r} has no non-empty assistant message to learn from")
+    return [TextExample(rid, "chat", clean, where)]

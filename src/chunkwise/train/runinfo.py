@@ -1,0 +1,119 @@
+"""What a run records about itself: git sha, package versions, the wandb mode and run id."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from chunkwise.train.recipe import Recipe
+
+
+def git_sha(cwd: str | Path | None = None) -> str | None:
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("-dirty" if dirty else "")
+
+
+def versions() -> dict[str, str]:
+    import accelerate
+    import torch
+    import transformers
+
+    out = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "accelerate": accelerate.__version__,
+    }
+    for name in ("peft", "deepspeed", "flash_attn", "liger_kernel"):
+        with contextlib.suppress(Exception):
+            out[name] = __import__(name).__version__
+    return out
+
+
+def wandb_mode(recipe: Recipe) -> str:
+    mode = recipe.wandb.mode
+    if mode == "auto":
+        mode = os.environ.get("WANDB_MODE") or "offline"
+    return mode
+
+
+def new_run_id(out_dir: Path, is_main: bool) -> str:
+    import uuid
+
+    path = out_dir / "wandb_id.txt"
+    if path.exists():
+        return path.read_text().strip()
+    run_id = uuid.uuid4().hex[:12]
+    if is_main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(run_id)
+    return run_id
+
+
+WANDB_STEP_FILE = "wandb_step.txt"
+
+
+def wandb_init_kwargs(
+    recipe: Recipe, out_dir: Path, run_id: str, start: int, mode: str
+) -> dict[str, object]:
+    """``wandb.init`` arguments for a run that starts (``start=0``) or resumes at ``start``.
+
+    Online, a resume rewinds the wandb run to the checkpoint's step (``resume_from``), so the
+    steps the killed run logged after its last checkpoint are replaced by the resumed run's.
+    Offline (no rewind there), the run is resumed by id and the loop skips the steps already
+    logged (:func:`wandb_logged_step`), instead of re-logging them with lower step numbers."""
+    kw: dict[str, object] = {
+        "name": recipe.run_name,
+        "dir": str(out_dir),
+        "group": recipe.wandb.group or None,
+        "tags": list(recipe.wandb.tags) or None,
+    }
+    if start > 0 and mode == "online":
+        kw["resume_from"] = f"{run_id}?_step={start}"
+    else:
+        kw["id"] = run_id
+        kw["resume"] = "allow"
+    return kw
+
+
+def wandb_logged_step(out_dir: Path) -> int:
+    """The last step this output folder's wandb run has logged (0 when none)."""
+    try:
+        return int((out_dir / WANDB_STEP_FILE).read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def note_wandb_step(out_dir: Path, step: int) -> None:
+    (out_dir / WANDB_STEP_FILE).write_text(str(step))
+
+
+__all__ = [
+    "git_sha",
+    "new_run_id",
+    "note_wandb_step",
+    "versions",
+    "wandb_init_kwargs",
+    "wandb_logged_step",
+    "wandb_mode",
+]

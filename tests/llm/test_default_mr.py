@@ -1,0 +1,66 @@
+"""``hf:default-mr`` resolution: a clear error until an adapter is committed; then a loadable
+adapter folder over the embedded model with the protocol's chat template."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chunkwise.errors import BadInput
+from chunkwise.llm import default_mr, load_llm
+
+
+def test_without_an_adapter_it_says_to_run_make_default_mr(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUNKWISE_DEFAULT_MR", str(tmp_path / "none"))
+    with pytest.raises(BadInput, match="make default-mr"):
+        load_llm("hf:default-mr")
+    with pytest.raises(BadInput, match="make default-mr"):
+        default_mr.strategy_args()
+
+
+def test_resolves_to_an_adapter_folder_with_the_chat_template(tmp_path, monkeypatch):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "adapter_config.json").write_text('{"base_model_name_or_path": "x"}')
+    (pkg / "adapter_model.safetensors").write_bytes(b"weights")
+    (pkg / "strategy.json").write_text(json.dumps({"mapreduce": {"chunk_tokens": 900}}))
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "tokenizer.json").write_text("{}")
+    (base / "tokenizer_config.json").write_text('{"eos_token": "<eos>"}')
+    (base / "model.safetensors").write_bytes(b"big")
+    monkeypatch.setenv("CHUNKWISE_DEFAULT_MR", str(pkg))
+    monkeypatch.setenv("CHUNKWISE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("chunkwise.llm.embedded.converted_dir", lambda: base)
+    from chunkwise.llm.spec import parse_spec
+
+    ms = default_mr.resolve(parse_spec("hf:default-mr?ctx=4096"))
+    folder = default_mr.model_dir()
+    assert ms.target == str(folder) and ms.options == {"chat": "on", "ctx": "4096"}
+    assert (folder / "adapter_model.safetensors").read_bytes() == b"weights"
+    assert (folder / "tokenizer.json").is_symlink() and not (folder / "model.safetensors").exists()
+    cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    assert "<start_of_turn>model" in cfg["chat_template"] and cfg["eos_token"] == "<eos>"
+    assert json.loads((folder / "chunkwise_model.json").read_text())["base"].startswith(
+        "hf:default"
+    )
+    assert default_mr.strategy_args() == {"chunk_tokens": 900}
+    # a new adapter gets a new folder (the cache is keyed by the adapter's bytes)
+    (pkg / "adapter_model.safetensors").write_bytes(b"retrained")
+    assert default_mr.model_dir() != folder
+
+
+def test_install_copies_the_adapter_and_its_decoding_options(tmp_path, monkeypatch):
+    run = tmp_path / "train"
+    run.mkdir()
+    for f in default_mr.ADAPTER_FILES:
+        (run / f).write_text(f)
+    (run / "recipe.yaml").write_text(
+        "data:\n  window: 4096\n  mapreduce: {prompts: chat, chunk_tokens: 1000}\n"
+    )
+    dest = default_mr.install(run, tmp_path / "pkg")
+    monkeypatch.setenv("CHUNKWISE_DEFAULT_MR", str(dest))
+    assert default_mr.strategy_args() == {"prompts": "chat", "chunk_tokens": 1000, "window": 4096}
+    assert (dest / "adapter_model.safetensors").read_text() == "adapter_model.safetensors"
+    assert default_mr.main(["install", str(tmp_path / "nothing")]) == 2

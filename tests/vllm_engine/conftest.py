@@ -1,0 +1,116 @@
+"""The real vLLM engine on CPU, from ``.venv-vllm`` (``make vllm``; ``make test`` runs these).
+
+One in-process engine and one ``vllm serve`` process per test session, shared by every test
+(each costs ~45 s to start). Without vLLM installed (the main ``.venv``) nothing here is
+collected.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.find_spec("vllm")
+if _spec is None or _spec.origin is None:  # not installed (None: a namespace package)
+    collect_ignore_glob = ["test_*.py"]
+
+#: KV cache per engine in GiB: 1 holds ~50K tokens of the embedded model, plenty for tests
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+SERVED_NAME = "gemma"
+VLLM_SPEC = "vllm:default?max_model_len=8192"
+
+
+@pytest.fixture(scope="session")
+def vllm_llm():
+    """``vllm:default`` in this process, loaded once."""
+    from chunkwise.llm import load_llm
+
+    llm = load_llm(VLLM_SPEC)
+    yield llm
+    llm.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+#: the embedded model is a base model without a chat template; the chat endpoint needs one
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}"
+    "<end_of_turn>\n{% endfor %}<start_of_turn>model\n"
+)
+
+
+def serve_command(model_dir: Path, port: int, chat_template: Path) -> list[str]:
+    """The README's command: vLLM's OpenAI-compatible server on loopback, CPU settings. (The
+    ``vllm serve`` script of vllm-cpu 0.32.0 exits at start: it asks for the version of a
+    package named ``vllm``, which vllm-cpu is not; the server module runs the same server.)"""
+    return [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        SERVED_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "bfloat16",
+        "--max-model-len",
+        "8192",
+        "--enforce-eager",
+        "--chat-template",
+        str(chat_template),
+    ]
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory):
+    """A real ``vllm serve`` of the embedded model on loopback; yields the ``openai:`` spec
+    that reaches it (``openai:MODEL@http://127.0.0.1:PORT/v1``)."""
+    import httpx
+
+    from chunkwise.llm.embedded import converted_dir
+
+    port = _free_port()
+    folder = tmp_path_factory.mktemp("vllm-serve")
+    log, template = folder / "server.log", folder / "chat.jinja"
+    template.write_text(CHAT_TEMPLATE)
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            serve_command(converted_dir(), port, template), stdout=fh, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 300
+    try:
+        while True:  # readiness: poll the health endpoint until the engine is up
+            if proc.poll() is not None:
+                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vllm serve not up after 300 s:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield f"openai:{SERVED_NAME}@{url}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,116 @@
+"""``vllm:default`` in-process on CPU: the batch contract, stop strings, tokens, parity with HF."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chunkwise.llm import GenerationParams, Request, load_llm
+
+pytestmark = pytest.mark.slow
+
+#: short completion prompts a base model continues deterministically enough to compare engines
+PARITY_PROMPTS = [
+    "The capital of France is",
+    "1, 2, 3, 4, 5,",
+    "Monday, Tuesday, Wednesday,",
+    "The opposite of hot is",
+    "Water boils at a temperature of",
+    "The first president of the United States was",
+    "def add(a, b):\n    return",
+    "A, B, C, D,",
+    "The largest planet in the solar system is",
+    "Once upon a time, there was a",
+    "The chemical symbol for gold is",
+    "January, February, March,",
+    "In Python, a list is written with",
+    "The sun rises in the",
+    "Two plus two equals",
+    "The color of the sky on a clear day is",
+    "Paris is a city in",
+    "The pass key is 71432. Remember it. The pass key is",
+    "Cats and dogs are common",
+    "The main ingredient of bread is",
+]
+
+
+def test_stop_string_contract_and_batch(vllm_llm) -> None:
+    outs = vllm_llm.generate(
+        [
+            Request("1, 2, 3, 4, 5,", GenerationParams(max_new_tokens=20, stop=(" 8", "zz"))),
+            Request("The capital of France is", GenerationParams(max_new_tokens=8, logprobs=True)),
+            Request("1, 2, 3, 4, 5,", GenerationParams(max_new_tokens=3)),
+        ]
+    )
+    stopped, lp, short = outs
+    assert stopped.stop_reason == " 8" and stopped.finish_reason == "stop"
+    assert " 8" not in stopped.text and stopped.text.startswith(" 6, 7,")
+    assert lp.stop_reason is None and lp.token_logprobs and len(lp.tokens) == len(lp.token_logprobs)
+    assert "".join(lp.tokens) == lp.text and lp.completion_tokens == len(lp.token_logprobs)
+    assert short.finish_reason == "length" and short.completion_tokens == 3
+    assert vllm_llm.context_window == 8192 and vllm_llm.chat is False
+    assert vllm_llm.count_tokens("hello world") == 2
+    text = "Long documents, short models."
+    assert "".join(text[s:e] for s, e in vllm_llm.token_offsets(text)) == text
+
+
+def test_greedy_parity_with_hf(vllm_llm, embedded_llm, record_property) -> None:
+    params = GenerationParams(max_new_tokens=12)
+    reqs = [Request(p, params) for p in PARITY_PROMPTS]
+    ours = [o.text for o in vllm_llm.generate(reqs)]
+    theirs = [o.text for o in embedded_llm.generate(reqs)]
+    same = sum(a == b for a, b in zip(ours, theirs, strict=True))
+    diffs = [(p, a, b) for p, a, b in zip(PARITY_PROMPTS, ours, theirs, strict=True) if a != b]
+    record_property("parity", f"{same}/{len(reqs)}")
+    print(f"\ngreedy parity vllm:default vs hf:default: {same}/{len(reqs)} identical; {diffs}")
+    assert same >= 0.9 * len(reqs), diffs
+
+
+@pytest.mark.skipif(
+    os.environ.get("CHUNKWISE_VLLM_UNVERIFIED") != "1",
+    reason="this document not yet run on both engines; set CHUNKWISE_VLLM_UNVERIFIED=1 to run",
+)
+def test_same_passkey_answer_as_hf(vllm_llm, embedded_llm) -> None:
+    from chunkwise.data.synthetic import generate, passkey_query
+    from chunkwise.strategies import get_strategy
+
+    records = generate(
+        "passkey", length_tokens=3000, n=1, seed=3, count_tokens=embedded_llm.count_tokens
+    )
+    for rec in records:
+        answers = [
+            get_strategy("standard").answer(rec["context"], passkey_query(rec), llm).text
+            for llm in (vllm_llm, embedded_llm)
+        ]
+        assert rec["answer"][0] in answers[0] and answers[0] == answers[1], answers
+
+
+def test_training_folder_with_lora_in_chunkwise_eval(save_random_lora, tmp_path) -> None:
+    """``--model vllm:RUN_DIR`` on a LoRA training output runs the adapter through vLLM's LoRA
+    support: a random adapter wrecks the base model's passkey answer (which the test above
+    shows it finds), so an ignored adapter fails here."""
+    from chunkwise.llm.embedded import converted_dir
+
+    run = save_random_lora(converted_dir(), tmp_path / "run")
+    out = tmp_path / "eval"
+    cli = Path(sys.executable).with_name("chunkwise")
+    cmd = [str(cli), "eval", "--model", f"vllm:{run}", "--strategy", "standard"]
+    cmd += ["--tasks", "passkey", "--data", "synthetic:1500", "--limit", "1", "--output", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    pred = json.loads((out / "predictions" / "passkey.jsonl").read_text().splitlines()[0])
+    truth = (
+        pred["ground_truth"] if isinstance(pred["ground_truth"], list) else [pred["ground_truth"]]
+    )
+    assert truth and not any(str(t) in str(pred["prediction"]) for t in truth), pred
+    assert f"vllm:{run}" in (out / "results.json").read_text()
+
+
+def test_bad_spec_is_a_clean_error() -> None:
+    with pytest.raises(Exception, match="max_model_len"):
+        load_llm("vllm:default?max_model_len=0")
