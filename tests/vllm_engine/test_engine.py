@@ -11,32 +11,9 @@ from pathlib import Path
 import pytest
 
 from chunkwise.llm import GenerationParams, Request, load_llm
+from chunkwise.llm.parity import PARITY_PROMPTS
 
 pytestmark = pytest.mark.slow
-
-#: short completion prompts a base model continues deterministically enough to compare engines
-PARITY_PROMPTS = [
-    "The capital of France is",
-    "1, 2, 3, 4, 5,",
-    "Monday, Tuesday, Wednesday,",
-    "The opposite of hot is",
-    "Water boils at a temperature of",
-    "The first president of the United States was",
-    "def add(a, b):\n    return",
-    "A, B, C, D,",
-    "The largest planet in the solar system is",
-    "Once upon a time, there was a",
-    "The chemical symbol for gold is",
-    "January, February, March,",
-    "In Python, a list is written with",
-    "The sun rises in the",
-    "Two plus two equals",
-    "The color of the sky on a clear day is",
-    "Paris is a city in",
-    "The pass key is 71432. Remember it. The pass key is",
-    "Cats and dogs are common",
-    "The main ingredient of bread is",
-]
 
 
 def test_stop_string_contract_and_batch(vllm_llm) -> None:
