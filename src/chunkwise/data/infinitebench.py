@@ -151,23 +151,27 @@ class DataSpec:
 _LENGTH = re.compile(r"(\d+)\s*([kKmM]?)")
 
 
+def synthetic_length(data: str) -> int:
+    """The token count of a ``synthetic:LENGTH`` ``--data`` value (``4096``, ``4k``, ``1m``)."""
+    m = _LENGTH.fullmatch(data.strip().partition(":")[2].strip())
+    if not m:
+        raise BadInput(
+            f"--data {data!r}: expected synthetic:LENGTH with LENGTH in tokens, "
+            "e.g. synthetic:4096 or synthetic:128k"
+        )
+    length = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
+    if length <= 0:
+        raise BadInput(f"--data {data!r}: the length must be positive")
+    return length
+
+
 def parse_data_spec(data: str) -> DataSpec:
     """``hub`` | a folder of ``<task>.jsonl`` | ``synthetic:LENGTH`` (``4096``, ``4k``, ``128K``)."""
     text = (data or "").strip()
     if text == "hub":
         return DataSpec("hub")
     if text.startswith("synthetic:"):
-        m = _LENGTH.fullmatch(text.partition(":")[2].strip())
-        if not m:
-            raise BadInput(
-                f"--data {data!r}: expected synthetic:LENGTH with LENGTH in tokens, "
-                "e.g. synthetic:4096 or synthetic:128k"
-            )
-        scale = {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
-        length = int(m.group(1)) * scale
-        if length <= 0:
-            raise BadInput(f"--data {data!r}: the length must be positive")
-        return DataSpec("synthetic", length=length)
+        return DataSpec("synthetic", length=synthetic_length(data))
     path = Path(text).expanduser()
     if text and path.is_dir():
         return DataSpec("local", path=path)

@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chunkwise.data.infinitebench import synthetic_length
 from chunkwise.errors import BadInput
 from chunkwise.eval.benchmarks import Benchmark, register_benchmark
 
 SCORERS = ("official", "all", "part")
 DEFAULT_N = 20
 _CONTROL = re.compile(r"[\x00-\x1f]")
-_LENGTH = re.compile(r"(\d+)\s*([kKmM]?)")
 
 DISPLAY = {
     "niah_single_1": "NIAH single 1",
@@ -133,16 +133,7 @@ def parse_data_spec(data: str) -> RulerData:
             "(e.g. synthetic:4096) or a folder written by chunkwise generate-data"
         )
     if text.startswith("synthetic:"):
-        m = _LENGTH.fullmatch(text.partition(":")[2].strip())
-        if not m:
-            raise BadInput(
-                f"--data {data!r}: expected synthetic:LENGTH with LENGTH in tokens, "
-                "e.g. synthetic:4096 or synthetic:128k"
-            )
-        length = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
-        if length <= 0:
-            raise BadInput(f"--data {data!r}: the length must be positive")
-        return RulerData("synthetic", length=length)
+        return RulerData("synthetic", length=synthetic_length(data))
     path = Path(text).expanduser()
     if text and path.is_dir():
         return RulerData("local", path=path)
