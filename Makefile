@@ -55,8 +55,8 @@ $(VLLM_STAMP): pyproject.toml
 
 # tests/vllm_engine run from .venv-vllm when `make vllm` has set it up (the main run skips them)
 test: install
-	$(BIN)/python -m pytest -q
-	@if [ -f $(VLLM_STAMP) ]; then set -x; $(VLLM_VENV)/bin/python -m pytest -q tests/vllm_engine; \
+	$(BIN)/python -m pytest -q --durations=15
+	@if [ -f $(VLLM_STAMP) ]; then set -x; $(VLLM_VENV)/bin/python -m pytest -q --durations=10 tests/vllm_engine; \
 	else echo "note: tests/vllm_engine skipped (run 'make vllm' to set vLLM up)"; fi
 
 test-fast: install
@@ -80,7 +80,7 @@ bench: install
 # copied into src/chunkwise/models/default_mr (package data; commit it). Then measure it with
 # bench/mr_trained.py (see recipes/embedded/README.md).
 DEFAULT_MR_OUT ?= runs/default-mr
-DEFAULT_MR_N ?= 3
+DEFAULT_MR_N ?= 9
 default-mr: install
 	$(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --out $(DEFAULT_MR_OUT)/synth \
 	  --families train --lengths train --n $(DEFAULT_MR_N) --seed 0 --window 4096 \

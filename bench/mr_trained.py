@@ -10,7 +10,11 @@ ablation (calibration=false) on the conflicting-evidence family.
 Prints one JSON object (accuracy per arm, family and length with n and a 95% bootstrap
 interval, the issue's goals met or not) and a markdown table; writes both and a PNG to --out.
 Any model spec works for the two arms (``--base``, ``--mr``), e.g. ``scripted:passkey`` for a
-dry run of the script itself.
+dry run of the script itself, or ``vllm:default`` / ``vllm:default-mr`` for speed.
+
+Every finished (arm, family, length) cell is appended to ``--out/cells.jsonl`` at once, so a
+crash loses at most one cell; a rerun with the same settings skips finished cells, and runs of
+different ``--arms`` into the same ``--out`` add up to one report.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ def arms(args: argparse.Namespace) -> list[dict[str, Any]]:
     """(name, model spec, strategy, options, families it runs on)."""
     mr_args = dict(parse_strategy_args(args.mr_args)) if args.mr_args else None
     if mr_args is None:
-        if args.mr.split("?")[0] == "hf:default-mr":
+        if args.mr.split("?")[0] in ("hf:default-mr", "vllm:default-mr"):
             from chunkwise.llm.default_mr import strategy_args
 
             mr_args = strategy_args()
@@ -81,6 +85,27 @@ def arms(args: argparse.Namespace) -> list[dict[str, Any]]:
     return out
 
 
+def _ledger_key(arm: dict[str, Any], cell: str, args: argparse.Namespace) -> str:
+    """What makes a finished cell reusable: the arm, its model, options, n and seed."""
+    return json.dumps(
+        [arm["name"], arm["model"], arm["strategy"], arm["opts"], arm["window"], cell, args.n,
+         args.seed], sort_keys=True, default=str,
+    )  # fmt: skip
+
+
+def read_ledger(path: Path) -> dict[str, dict[str, Any]]:
+    """Cells finished by earlier runs into the same --out (one JSON line per cell)."""
+    done: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+                done[row["key"]] = row
+            except (ValueError, KeyError):
+                continue  # a line cut by a crash: that cell is simply run again
+    return done
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     lengths = [int(x) for x in args.lengths.split(",")]
@@ -94,44 +119,89 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": {},
     }
     arm_list = arms(args)
+    if args.arms:
+        wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
+        unknown = sorted(set(wanted) - {a["name"] for a in arm_list})
+        if unknown:
+            raise SystemExit(f"mr_trained: unknown arm(s) {unknown}; known: "
+                             f"{[a['name'] for a in arm_list]}")  # fmt: skip
+        arm_list = [a for a in arm_list if a["name"] in wanted]
+    args.out.mkdir(parents=True, exist_ok=True)
+    ledger_path = args.out / "cells.jsonl"
+    done = read_ledger(ledger_path)
+
+    def todo(a: dict[str, Any]) -> list[tuple[str, int]]:
+        return [
+            (fam, length)
+            for fam in families
+            if "only" not in a or fam in a["only"]
+            for length in lengths
+            if _ledger_key(a, f"{fam}@{length}", args) not in done
+        ]
+
     llms: dict[str, Any] = {}
-    counter = None
-    docs: dict[tuple[str, int], list[Any]] = {}
     for a in arm_list:
-        if a["model"] not in llms:
+        if todo(a) and a["model"] not in llms:
             llms[a["model"]] = load_llm(a["model"])
-        counter = counter or llms[a["model"]]
-    assert counter is not None
-    for fam in families:
-        for length in lengths:
-            # held-out seeds only: training uses families.TRAIN_SEED
+    docs: dict[tuple[str, int], list[Any]] = {}
+
+    def documents(fam: str, length: int, counter: Any) -> list[Any]:
+        if (fam, length) not in docs:  # held-out seeds only: training uses families.TRAIN_SEED
             docs[fam, length] = get_family(fam).make(
                 n=args.n,
                 seed=HELDOUT_SEED + args.seed + length,
                 length_tokens=length,
                 count_tokens=counter.count_tokens,
             )
-    for a in arm_list:
-        llm = llms[a["model"]]
-        strategy = get_strategy(a["strategy"], window=a["window"], **a["opts"])
-        cells: dict[str, Any] = {}
-        t0 = time.perf_counter()
-        for fam in families:
-            if "only" in a and fam not in a["only"]:
+        return docs[fam, length]
+
+    with ledger_path.open("a", encoding="utf-8") as ledger:
+        if ledger_path.stat().st_size and not ledger_path.read_bytes().endswith(b"\n"):
+            ledger.write("\n")  # after a line cut by a crash, start a fresh one
+        for a in arm_list:
+            cells_todo = todo(a)
+            if not cells_todo:
                 continue
-            family = get_family(fam)
-            for length in lengths:
+            llm = llms[a["model"]]
+            strategy = get_strategy(a["strategy"], window=a["window"], **a["opts"])
+            for fam, length in cells_todo:
+                family = get_family(fam)
                 scores, preds = [], []
-                for doc in docs[fam, length]:
+                t0 = time.perf_counter()
+                for doc in documents(fam, length, llm):
                     ans = strategy.answer(doc.context, doc.query(), llm)
                     scores.append(family.score(doc, ans.text))
                     preds.append(ans.text[:200])
-                cells[f"{fam}@{length}"] = {
-                    **summarize(scores),
+                cell = f"{fam}@{length}"
+                row = {
+                    "key": _ledger_key(a, cell, args),
+                    "arm": a["name"],
+                    "cell": cell,
                     "scores": scores,
-                    "predictions": preds if args.keep_predictions else None,
+                    "predictions": preds,
+                    "seconds": round(time.perf_counter() - t0, 1),
                 }
-                print(json.dumps({a["name"]: {f"{fam}@{length}": summarize(scores)}}), flush=True)
+                done[row["key"]] = row
+                ledger.write(json.dumps(row) + "\n")
+                ledger.flush()  # a crash loses at most the cell being run
+                print(json.dumps({a["name"]: {cell: summarize(scores)}}), flush=True)
+    for llm in llms.values():
+        llm.close()
+
+    for a in arms(args):  # the summary covers every arm with finished cells in the ledger
+        cells: dict[str, Any] = {}
+        for fam in families:
+            for length in lengths:
+                row = done.get(_ledger_key(a, f"{fam}@{length}", args))
+                if row is not None:
+                    cells[row["cell"]] = {
+                        **summarize(row["scores"]),
+                        "scores": row["scores"],
+                        "seconds": row["seconds"],
+                        "predictions": row["predictions"] if args.keep_predictions else None,
+                    }
+        if not cells:
+            continue
         per_family = {}
         for fam in families:
             s = [x for L in lengths for x in cells.get(f"{fam}@{L}", {}).get("scores", [])]
@@ -144,9 +214,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "cells": cells,
             "families": per_family,
         }
-        out["seconds"][a["name"]] = round(time.perf_counter() - t0, 1)
-    for llm in llms.values():
-        llm.close()
+        out["seconds"][a["name"]] = round(sum(c["seconds"] for c in cells.values()), 1)
     out["goals"] = goals(out, lengths)
     return out
 
@@ -237,10 +305,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="offset into the held-out seeds")
     ap.add_argument("--window", type=int, default=4096)
     ap.add_argument("--keep-predictions", action="store_true")
+    ap.add_argument("--arms", help="run only these arms (comma-separated names); the summary "
+                    "still covers every arm already finished in --out")  # fmt: skip
     ap.add_argument("--out", type=Path, default=Path("runs/bench/mr_trained"))
     args = ap.parse_args()
     result = run(args)
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     md = table(result)
     (args.out / "table.md").write_text(md + "\n", encoding="utf-8")

@@ -38,6 +38,9 @@ def test_resolves_to_an_adapter_folder_with_the_chat_template(tmp_path, monkeypa
     ms = default_mr.resolve(parse_spec("hf:default-mr?ctx=4096"))
     folder = default_mr.model_dir()
     assert ms.target == str(folder) and ms.options == {"chat": "on", "ctx": "4096"}
+    assert ms.backend == "hf"
+    on_vllm = default_mr.resolve(parse_spec("vllm:default-mr?max_model_len=8192"))
+    assert (on_vllm.backend, on_vllm.target) == ("vllm", str(folder))
     assert (folder / "adapter_model.safetensors").read_bytes() == b"weights"
     assert (folder / "tokenizer.json").is_symlink() and not (folder / "model.safetensors").exists()
     cfg = json.loads((folder / "tokenizer_config.json").read_text())

@@ -23,6 +23,7 @@ import pytest
 from chunkwise.errors import BadInput, MissingDependency
 from chunkwise.llm import GenerationParams, Request, load_llm, parse_spec, vllm_backend
 from chunkwise.llm import llamacpp as llamacpp_backend
+from chunkwise.llm.cpu import cpu_dtype
 
 # ------------------------------------------------------------------ missing packages
 
@@ -239,7 +240,7 @@ def test_vllm_cpu_defaults_and_the_embedded_model(fake_vllm, monkeypatch, tmp_pa
     monkeypatch.setattr(embedded, "converted_dir", lambda: tmp_path / "gemma")
     llm = load_llm("vllm:default")
     kw = fake_vllm[0].kwargs
-    assert kw["model"] == str(tmp_path / "gemma") and kw["dtype"] == "bfloat16"
+    assert kw["model"] == str(tmp_path / "gemma") and kw["dtype"] == cpu_dtype()
     assert kw["max_model_len"] == vllm_backend.CPU_MAX_MODEL_LEN and kw["enforce_eager"] is True
     assert "gpu_memory_utilization" not in kw and llm.chat is False  # a base model
     assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == vllm_backend.CPU_KVCACHE_GB

@@ -506,3 +506,33 @@ def test_record_target_is_what_the_stage_should_write():
     assert "Confidence" not in off.record_target(off.prompt_set("chat", "qa"), rec)
     plain = get_strategy("mapreduce", protocol="plain")
     assert plain.record_target(plain.prompt_set("chat", "qa"), Record("notes")) == " notes"
+
+
+def test_early_stop_on_base_scaffolds_where_the_prompt_already_ends_in_answer():
+    """The base map scaffold ends in "Answer:", so the model writes only the marker: the early
+    stop must match the marker alone (matching "Answer: [NO INFORMATION]" never fires)."""
+    llm = ScriptedLLM(rules=[], default=" [NO INFORMATION] and then a lot more words", window=1024)
+    ans = get_strategy("mapreduce", prompts="base", chunk_tokens=120).answer(
+        doc_with(6), Query("The code?"), llm
+    )
+    n = ans.stats.extra["chunks"]
+    assert n >= 2 and ans.stats.extra["early_stops"] == n
+    assert ans.stats.extra["map_no_information"] == n
+    maps = [e for e in ans.trace if e.stage == "map"]
+    assert all("more words" not in e.output["raw"] for e in maps)
+
+
+def test_chat_map_prompts_of_one_question_share_everything_but_the_chunk():
+    """The map wave goes to the engine as one batch; with the chunk last, every map prompt of a
+    question starts with the same instructions, question and calibration block, which a
+    prefix cache (vLLM's) prefills once."""
+    llm = chat_llm([(r"Findings|No part", "Rationale: none\nAnswer: unknown")])
+    get_strategy("mapreduce", chunk_tokens=150).answer(doc_with(8), Query("What is the code?"), llm)
+    maps = [r.prompt[0]["content"] for r in llm.calls if stage_of(r) == "map"]
+    assert len(maps) >= 3
+    heads = {m.split("===== Part of the document")[0] for m in maps}
+    assert len(heads) == 1, "everything before the chunk is the same for every map call"
+    (head,) = heads
+    assert "What is the code?" in head and "How to score confidence" in head
+    assert "Reply in exactly this format" in head and "filler" not in head
+    assert all(len(head) > 0.3 * len(m) for m in maps)  # a prefix worth caching

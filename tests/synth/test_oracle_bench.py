@@ -27,3 +27,30 @@ def test_mr_trained_bench_writes_json_table_and_png(tmp_path):
     assert set(res["arms"]["mr/mapreduce-nocal"]["families"]) == {"conflicting"}
     assert res["arms"]["mr/mapreduce-nocal"]["options"]["calibration"] is False
     assert "conflicting_cal_minus_nocal_ge_20" in res["goals"]
+
+
+def test_mr_trained_bench_keeps_finished_cells_and_adds_up_runs_of_other_arms(tmp_path):
+    out = tmp_path / "b"
+    base = [sys.executable, str(ROOT / "bench" / "mr_trained.py"), "--base", "scripted:passkey",
+            "--mr", "scripted:passkey", "--mr-args", "prompts=chat", "--families", "passkey",
+            "--lengths", "800", "--n", "2", "--out", str(out)]  # fmt: skip
+
+    def bench(*extra: str) -> dict:
+        r = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return json.loads((out / "results.json").read_text())
+
+    first = bench("--arms", "base/standard")
+    assert set(first["arms"]) == {"base/standard"}
+    lines = (out / "cells.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    # a crash mid-write leaves a cut line: ignored, and that cell runs again
+    (out / "cells.jsonl").write_text(lines[0] + "\n" + lines[0][:40])
+    both = bench("--arms", "base/standard,base/mapreduce")
+    assert set(both["arms"]) == {"base/standard", "base/mapreduce"}
+    rows = [json.loads(x) for x in (out / "cells.jsonl").read_text().splitlines()[::2]]
+    assert [r["arm"] for r in rows] == ["base/standard", "base/mapreduce"]  # standard not rerun
+    assert both["arms"]["base/standard"]["families"] == first["arms"]["base/standard"]["families"]
+    # another n is another experiment: nothing reused
+    again = bench("--arms", "base/standard", "--n", "3")
+    assert again["arms"]["base/standard"]["families"]["passkey"]["n"] == 3

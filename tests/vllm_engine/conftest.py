@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from chunkwise.llm.cpu import cpu_dtype
+
 _spec = importlib.util.find_spec("vllm")
 if _spec is None or _spec.origin is None:  # not installed (None: a namespace package)
     collect_ignore_glob = ["test_*.py"]
@@ -67,7 +69,7 @@ def serve_command(model_dir: Path, port: int, chat_template: Path) -> list[str]:
         "--port",
         str(port),
         "--dtype",
-        "bfloat16",
+        cpu_dtype(),
         "--max-model-len",
         "8192",
         "--enforce-eager",

@@ -4,7 +4,6 @@ contract on the real engines: ``hf:default``, ``vllm:default`` and ``openai:`` -
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,17 +14,7 @@ from chunkwise.llm import GenerationParams, Request, load_llm
 from chunkwise.strategies import get_strategy
 from chunkwise.strategies.mapreduce import NO_INFO_STOP
 
-pytestmark = [
-    pytest.mark.slow,
-    # Written but not yet run against the real server (the shared CPU lock was busy until this
-    # session's deadline): drop this skip once the command below passes.
-    # CHUNKWISE_VLLM_UNVERIFIED=1 flock /tmp/chunkwise-cpu.lock \
-    #     .venv-vllm/bin/python -m pytest -q tests/vllm_engine/test_server.py
-    pytest.mark.skipif(
-        os.environ.get("CHUNKWISE_VLLM_UNVERIFIED") != "1",
-        reason="not yet run against vllm's server; set CHUNKWISE_VLLM_UNVERIFIED=1 to run",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 
 def openai_spec(served: str, api: str = "completions") -> str:
@@ -106,6 +95,7 @@ def test_eval_mapreduce_through_the_server(vllm_server, tmp_path) -> None:
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     pred = json.loads((out / "predictions" / "passkey.jsonl").read_text().splitlines()[0])
-    assert pred["stats"]["extra"]["chunks"] > 1 if "extra" in pred["stats"] else True
+    stats = pred["stats"]
+    assert stats["chunks"] > 1 and stats["llm_calls"] == stats["chunks"] + 1, stats  # map + reduce
     results = json.loads((out / "results.json").read_text())
     assert "passkey" in json.dumps(results["results"])

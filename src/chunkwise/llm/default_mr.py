@@ -148,10 +148,12 @@ def counting_llm(window: int = 32768) -> Any:
 
 
 def resolve(spec: Any) -> Any:
-    """``hf:default-mr?opts`` as the hf spec of its adapter folder (options kept)."""
+    """``hf:default-mr?opts`` (or ``vllm:default-mr?opts``) as the spec of its adapter folder
+    on the same backend (options kept)."""
     from chunkwise.llm.spec import ModelSpec
 
-    return ModelSpec("hf", str(model_dir()), {"chat": "on", **spec.options}, None, spec.raw)
+    opts = {"chat": "on", **spec.options}
+    return ModelSpec(spec.backend, str(model_dir()), opts, None, spec.raw)
 
 
 def install(train_dir: Path, dest: Path | None = None) -> Path:

@@ -17,6 +17,7 @@ from typing import Any
 from chunkwise.errors import BadInput, MissingDependency
 from chunkwise.llm.base import LLM, Completion, GenerationParams, Prompt, Request, find_stop
 from chunkwise.llm.spec import ModelSpec, file_options, parse_spec
+from chunkwise.llm.turns import end_of_turn_ids
 from chunkwise.text.tokens import HFTokenCounter
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ class HFLLM(LLM):
         self.eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         if tokenizer.eos_token_id is not None:
             self.eos_ids.add(tokenizer.eos_token_id)
+        if chat:  # a reply ends with its turn, even where generation_config does not say so
+            self.eos_ids.update(end_of_turn_ids(tokenizer))
 
     # -- tokens ---------------------------------------------------------------------------
     @property

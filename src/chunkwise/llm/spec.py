@@ -10,6 +10,7 @@ Forms (options after ``?`` as ``key=value`` pairs joined by ``&``)::
                                         weights for decoding unless ?merge=off
     openai:MODEL@http://host:port/v1    any OpenAI-compatible server
     vllm:hub-id?tp=8                    offline vLLM engine, tensor parallel
+    vllm:default, vllm:default-mr       the embedded model (and its adapter) on vLLM
     llamacpp:default | llamacpp:/m.gguf GGUF through llama-cpp-python
     scripted:NAME                       deterministic test double (unit tests only)
     /path/to/training/output            a folder: full weights or a LoRA adapter (hf backend)
@@ -128,7 +129,7 @@ def load_llm(spec: str | ModelSpec, **overrides: str) -> LLM:
     ms = parse_spec(spec) if isinstance(spec, str) else spec
     if overrides:
         ms = ModelSpec(ms.backend, ms.target, {**ms.options, **overrides}, ms.adapter, ms.raw)
-    if ms.backend == "hf" and ms.target == "default-mr" and ms.adapter is None:
+    if ms.backend in ("hf", "vllm") and ms.target == "default-mr" and ms.adapter is None:
         from chunkwise.llm import default_mr  # the embedded model's MapReduce adapter
 
         ms = default_mr.resolve(ms)

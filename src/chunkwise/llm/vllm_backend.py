@@ -12,8 +12,9 @@ Options after ``?`` (``&``-joined):
 ``max_model_len=N``    context window (alias ``ctx``; default: the model's own on GPUs, 8192
                        on CPU)
 ``gpu_mem=0.9``        ``gpu_memory_utilization`` (GPUs only)
-``dtype=auto``         weights/activations dtype (``auto``, ``bfloat16``, ``float16``; default
-                       ``bfloat16`` on CPU)
+``dtype=auto``         weights/activations dtype (``auto``, ``bfloat16``, ``float32``; default
+                       on CPU: ``bfloat16`` where the CPU has bf16 instructions (AMX,
+                       AVX512-BF16), else ``float32``: see chunkwise.llm.cpu)
 ``trust_remote_code``  ``1`` to run code shipped with the checkpoint (off unless asked)
 ``chat=0|1``           send chat messages through the tokenizer's template (default: on when
                        the tokenizer has one, off for ``vllm:default``, a base model)
@@ -50,7 +51,9 @@ from typing import Any
 
 from chunkwise.errors import BadInput, MissingDependency
 from chunkwise.llm.base import LLM, Completion, Message, Prompt, Request
+from chunkwise.llm.cpu import cpu_dtype
 from chunkwise.llm.spec import ModelSpec, file_options
+from chunkwise.llm.turns import end_of_turn_ids
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +139,8 @@ class VLLMBackend(LLM):
             raise BadInput("chat=1 was asked for but the model's tokenizer has no chat template")
         self.lora_request = lora_request
         self._warned_flatten = False
+        #: a chat reply ends with its turn (a base model's generation_config lists only <eos>)
+        self._turn_end_ids = end_of_turn_ids(self.tokenizer) if self.chat else []
 
     # -- tokens ---------------------------------------------------------------------------
 
@@ -188,6 +193,9 @@ class VLLMBackend(LLM):
     def _sampling_params(self, req: Request, max_tokens: int) -> Any:
         p = req.params
         greedy = p.temperature == 0
+        kwargs: dict[str, Any] = {}
+        if self._turn_end_ids:
+            kwargs["stop_token_ids"] = list(self._turn_end_ids)
         return self._sampling_params_cls(
             n=1,
             max_tokens=max_tokens,
@@ -196,6 +204,7 @@ class VLLMBackend(LLM):
             stop=list(p.stop) or None,
             seed=p.seed,
             logprobs=1 if p.logprobs else None,
+            **kwargs,
         )
 
     def _generate(self, requests: Sequence[Request]) -> list[Completion]:
@@ -385,7 +394,7 @@ def load(spec: ModelSpec) -> LLM:
         "model": spec.target,
         "tensor_parallel_size": tp,
         "trust_remote_code": bool(spec.bool_opt("trust_remote_code", False)),
-        "dtype": spec.opt("dtype", "auto" if cuda else "bfloat16"),
+        "dtype": spec.opt("dtype", "auto" if cuda else cpu_dtype()),
     }
     if cuda:
         kwargs["gpu_memory_utilization"] = gpu_mem
@@ -406,6 +415,8 @@ def load(spec: ModelSpec) -> LLM:
             _adapter_rank(spec.adapter)
         )
         lora_request = LoRARequest("adapter", 1, spec.adapter)
+        if (Path(spec.adapter) / "tokenizer_config.json").is_file():
+            kwargs["tokenizer"] = spec.adapter  # its chat template is the one it was trained on
     log.info("starting vLLM engine: %s", kwargs)
     engine = vllm.LLM(**kwargs)
     window = ctx if ctx is not None else _max_model_len(engine)

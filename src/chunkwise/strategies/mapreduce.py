@@ -197,10 +197,16 @@ class MapReduce(Strategy):
             return self.confidence
         return "self" if p.kind == "chat" else "logprob"
 
+    @staticmethod
+    def _no_info_stop(p: _Prompts) -> str:
+        """The early-stop string of a map call: a base scaffold already ends in the answer's
+        prefix ("Answer:"), so only the marker itself can follow; a chat reply writes the field."""
+        return NO_INFO if p.kind == "base" else NO_INFO_STOP
+
     def _params(self, p: _Prompts, stage: str, want_logprobs: bool) -> GenerationParams:
         stop = list(p.templates.get(f"{stage}_stop", []))
         if stage == "map" and self.early_stop and self.protocol == "structured":
-            stop.append(NO_INFO_STOP)
+            stop.append(self._no_info_stop(p))
         return GenerationParams(
             max_new_tokens=int(p.templates[f"{stage}_max_new_tokens"]),
             temperature=self.temperature,
@@ -259,7 +265,7 @@ class MapReduce(Strategy):
         early = 0
         for c, out in zip(chunks, outs, strict=True):
             rec = self._record(out, p, source, [c.index])
-            early += out.stop_reason == NO_INFO_STOP
+            early += out.stop_reason in (NO_INFO_STOP, NO_INFO)
             records.append(rec)
             trace.append(self._event("map", [c.index], rec, out))
         kept = [r for r in records if not r.no_information]
@@ -343,8 +349,8 @@ class MapReduce(Strategy):
 
     def _record(self, out: Completion, p: _Prompts, source: str, sources: list[int]) -> Record:
         text = out.text
-        if out.stop_reason == NO_INFO_STOP:
-            text += NO_INFO_STOP  # the early stop cut the marker off: put it back for the parser
+        if out.stop_reason in (NO_INFO_STOP, NO_INFO) and not text.rstrip().endswith(NO_INFO):
+            text += out.stop_reason  # the early stop cut the marker off: put it back for the parser
         if self.protocol == "plain":
             rec = Record(
                 extracted_information=text.strip(),
