@@ -265,7 +265,7 @@ class MapReduce(Strategy):
         early = 0
         for c, out in zip(chunks, outs, strict=True):
             rec = self._record(out, p, source, [c.index])
-            early += out.stop_reason in (NO_INFO_STOP, NO_INFO)
+            early += out.stop_reason == self._no_info_stop(p)
             records.append(rec)
             trace.append(self._event("map", [c.index], rec, out))
         kept = [r for r in records if not r.no_information]
@@ -349,7 +349,7 @@ class MapReduce(Strategy):
 
     def _record(self, out: Completion, p: _Prompts, source: str, sources: list[int]) -> Record:
         text = out.text
-        if out.stop_reason in (NO_INFO_STOP, NO_INFO) and not text.rstrip().endswith(NO_INFO):
+        if out.stop_reason == self._no_info_stop(p):
             text += out.stop_reason  # the early stop cut the marker off: put it back for the parser
         if self.protocol == "plain":
             rec = Record(
