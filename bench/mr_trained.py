@@ -126,6 +126,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"mr_trained: unknown arm(s) {unknown}; known: "
                              f"{[a['name'] for a in arm_list]}")  # fmt: skip
         arm_list = [a for a in arm_list if a["name"] in wanted]
+    if args.out.exists() and not args.out.is_dir():
+        raise SystemExit(f"mr_trained: --out {args.out} is a file, not a folder")
     args.out.mkdir(parents=True, exist_ok=True)
     ledger_path = args.out / "cells.jsonl"
     done = read_ledger(ledger_path)
