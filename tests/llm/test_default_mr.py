@@ -57,13 +57,21 @@ def test_resolves_to_an_adapter_folder_with_the_chat_template(tmp_path, monkeypa
 def test_install_copies_the_adapter_and_its_decoding_options(tmp_path, monkeypatch):
     run = tmp_path / "train"
     run.mkdir()
-    for f in default_mr.ADAPTER_FILES:
-        (run / f).write_text(f)
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    (run / "adapter_config.json").write_text("{}")
+    weights = {"a.lora_A.weight": torch.randn(4, 8), "b.ids": torch.arange(3)}
+    save_file(weights, str(run / "adapter_model.safetensors"))
     (run / "recipe.yaml").write_text(
         "data:\n  window: 4096\n  mapreduce: {prompts: chat, chunk_tokens: 1000}\n"
     )
     dest = default_mr.install(run, tmp_path / "pkg")
     monkeypatch.setenv("CHUNKWISE_DEFAULT_MR", str(dest))
     assert default_mr.strategy_args() == {"prompts": "chat", "chunk_tokens": 1000, "window": 4096}
-    assert (dest / "adapter_model.safetensors").read_text() == "adapter_model.safetensors"
+    shipped = load_file(str(dest / "adapter_model.safetensors"))  # fp16: half the size
+    assert (
+        shipped["a.lora_A.weight"].dtype == torch.float16 and shipped["b.ids"].dtype == torch.int64
+    )
+    assert torch.allclose(shipped["a.lora_A.weight"].float(), weights["a.lora_A.weight"], atol=1e-2)
     assert default_mr.main(["install", str(tmp_path / "nothing")]) == 2

@@ -22,6 +22,7 @@ from chunkwise.train.formats import (
     expand_longalign,
     expand_pyramid,
     fit_length,
+    keep_map_example,
 )
 from chunkwise.train.recipe import DataConfig
 from chunkwise.train.tokenizer import EOT, LLAMA3_TEMPLATE, train_bpe
@@ -276,3 +277,26 @@ def test_unknown_format_names_the_line(tmp_path, tok):
     path.write_text('{"text": "hi"}\n')
     with pytest.raises(BadInput, match=re.escape(f"{path}:1")):
         build_examples(DataConfig(paths=[str(path)]), tok, "chat", [path])
+
+
+def test_no_information_keep_subsamples_only_empty_map_examples():
+    """``data.no_information_keep``: map examples whose target answer is NO INFORMATION are
+    kept at about that rate, the same ones every time; findings and other stages always stay."""
+
+    def ex(i: int, stage: str, answer: str) -> TextExample:
+        target = f"Extracted Information: x\nRationale: y\nAnswer: {answer}\nConfidence Score: 0"
+        return TextExample(f"doc-{i}:{stage}{i}", stage, [
+            {"role": "user", "content": "q"}, {"role": "assistant", "content": target}])  # fmt: skip
+
+    empty = [ex(i, "map", "[NO INFORMATION]") for i in range(400)]
+    kept = [e for e in empty if keep_map_example(e, 0.3)]
+    assert 0.2 * 400 < len(kept) < 0.4 * 400
+    assert kept == [e for e in empty if keep_map_example(e, 0.3)]  # stable
+    assert all(keep_map_example(e, 1.0) for e in empty)
+    assert all(keep_map_example(ex(i, "map", "17068"), 0.01) for i in range(50))
+    assert all(keep_map_example(ex(i, "reduce", "[NO INFORMATION]"), 0.01) for i in range(50))
+    with pytest.raises(BadInput, match="no_information_keep must be in"):
+        from chunkwise.train.recipe import load_recipe
+
+        load_recipe(Path(__file__).parents[2] / "recipes/tiny/pyramid_align-mapreduce.yaml",
+                    ["--data.no_information_keep=0"])  # fmt: skip

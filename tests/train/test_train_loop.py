@@ -140,20 +140,20 @@ def test_kill_and_resume_follows_the_same_losses(tmp_path):
     assert [curve[s] for s in range(1, 9)] == pytest.approx(ref, rel=1e-5, abs=1e-6)
 
 
+#: a two-step LoRA run of the tiny recipe
+LORA_TINY = (
+    "--model.lora.enabled=true",
+    "--model.lora.r=4",
+    "--train.max_steps=2",
+    "--batching.max_tokens=1024",
+    "--data.max_length=1024",
+    "--model.lora.target_modules=[q_proj,v_proj]",
+)
+
+
 def test_lora_adapter_output_loads_through_chunkwise_model_json(tmp_path):
     out = tmp_path / "lora"
-    run(
-        tiny(
-            "pyramid_align-standard",
-            out,
-            "--model.lora.enabled=true",
-            "--model.lora.r=4",
-            "--train.max_steps=2",
-            "--batching.max_tokens=1024",
-            "--data.max_length=1024",
-            "--model.lora.target_modules=[q_proj,v_proj]",
-        )
-    )
+    run(tiny("pyramid_align-standard", out, *LORA_TINY))
     assert (out / "adapter_config.json").exists()
     base = json.loads((out / "chunkwise_model.json").read_text())["base"]
     assert base == "hf:" + str((out / "base").resolve())
@@ -164,6 +164,31 @@ def test_lora_adapter_output_loads_through_chunkwise_model_json(tmp_path):
         assert llm.complete("The town of", max_new_tokens=3).completion_tokens <= 3
     finally:
         llm.close()
+
+
+def test_trainable_tokens_train_their_embedding_row_and_ship_in_the_adapter(tmp_path):
+    """``model.lora.trainable_tokens``: the end-of-turn row moves (LoRA alone cannot move an
+    embedding row) and travels in adapter_model.safetensors; an unknown token is a clear error."""
+    from safetensors import safe_open
+
+    common = LORA_TINY
+    out = tmp_path / "tt"
+    run(tiny("pyramid_align-standard", out, *common, "--model.lora.trainable_tokens=[<|eot_id|>]"))
+    with safe_open(str(out / "adapter_model.safetensors"), "pt") as f:
+        deltas = [f.get_tensor(k) for k in f.keys() if "trainable_tokens_delta" in k]  # noqa: SIM118
+    assert len(deltas) == 1 and deltas[0].shape[0] == 1
+    assert float(deltas[0].abs().max()) > 0  # the row trained
+    cfg = json.loads((out / "adapter_config.json").read_text())
+    assert cfg["trainable_token_indices"]
+    with pytest.raises(BadInput, match=r"trainable_tokens: '<nope>' is not a token"):
+        run(
+            tiny(
+                "pyramid_align-standard",
+                tmp_path / "bad",
+                *common,
+                "--model.lora.trainable_tokens=[<nope>]",
+            )
+        )
 
 
 def test_bad_input_fails_before_any_model_is_built(tmp_path, monkeypatch):

@@ -83,14 +83,47 @@ def test_training_folder_with_lora_in_chunkwise_eval(save_random_lora, tmp_path)
     assert f"vllm:{run}" in (out / "results.json").read_text()
 
 
+def test_adapter_with_trained_token_rows_is_merged_and_matches_hf(embedded_llm, tmp_path) -> None:
+    """An adapter that trained an embedding row (``model.lora.trainable_tokens``) runs merged on
+    vLLM: the row that gives the base model's greedy next token is zeroed, so the base answer
+    can no longer come out. vLLM's LoRA would drop the row and answer like the base model."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from chunkwise.llm.embedded import converted_dir
+
+    prompt = "The capital of France is"
+    req = [Request(prompt, GenerationParams(max_new_tokens=6, temperature=0.0))]
+    base_text = embedded_llm.generate(req)[0].text
+    first = embedded_llm.encode(base_text)[0]
+    torch.manual_seed(0)  # the same adapter every run: one merged folder in the cache
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(converted_dir(), dtype=torch.float32),
+        LoraConfig(r=4, target_modules=["q_proj"], trainable_token_indices=[first]),
+    )
+    params = dict(model.named_parameters())
+    row = next(p for n, p in params.items() if n.endswith("token_adapter.base_layer.weight"))
+    with torch.no_grad():
+        delta = next(p for n, p in params.items() if "trainable_tokens_delta" in n)
+        delta.copy_(-row[first][None])
+    run = tmp_path / "run"
+    model.save_pretrained(run)
+    (run / "chunkwise_model.json").write_text(json.dumps({"base": "hf:default"}))
+    with load_llm(f"hf:{run}") as hf, load_llm(f"vllm:{run}?max_model_len=2048") as vl:
+        hf_text, vl_text = (m.generate(req)[0].text for m in (hf, vl))
+    assert hf_text != base_text and vl_text == hf_text, (base_text, hf_text, vl_text)
+
+
 def test_bad_spec_is_a_clean_error() -> None:
     with pytest.raises(Exception, match="max_model_len"):
         load_llm("vllm:default?max_model_len=0")
 
 
 def test_default_mr_adapter_on_vllm_follows_the_protocol(embedded_llm) -> None:
-    """``vllm:default-mr``: the shipped MapReduce adapter through vLLM's LoRA support, with
-    the chat template it was trained under, answers a held-out passkey document with the
+    """``vllm:default-mr``: the shipped MapReduce adapter (merged into the base once, since it
+    trains the end-of-turn embedding row, which vLLM's LoRA would drop), with the chat template
+    it was trained under, answers a held-out passkey document with the
     four-field protocol (NO INFORMATION where the needle is not)."""
     from chunkwise.data.families import HELDOUT_SEED, get_family
     from chunkwise.llm import default_mr

@@ -156,6 +156,19 @@ def resolve(spec: Any) -> Any:
     return ModelSpec(spec.backend, str(model_dir()), opts, None, spec.raw)
 
 
+def _save_half(src: Path, dest: Path) -> None:
+    """The adapter's fp32 tensors as fp16 (half the package size; the LoRA deltas and token
+    rows are small numbers, well inside fp16's range; loading casts them back)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = {
+        k: v.to(torch.float16) if v.dtype == torch.float32 else v
+        for k, v in load_file(str(src)).items()
+    }
+    save_file(tensors, str(dest), metadata={"format": "pt"})
+
+
 def install(train_dir: Path, dest: Path | None = None) -> Path:
     """Copy a finished training run's adapter into the package data (``make default-mr``),
     with the mapreduce options of its recipe (decoding must use the same ones)."""
@@ -171,7 +184,10 @@ def install(train_dir: Path, dest: Path | None = None) -> Path:
     mr = {**dict(data.get("mapreduce") or {}), "window": int(data.get("window", 4096))}
     dest.mkdir(parents=True, exist_ok=True)
     for f in ADAPTER_FILES:
-        shutil.copyfile(train_dir / f, dest / f)
+        if f.endswith(".safetensors"):
+            _save_half(train_dir / f, dest / f)
+        else:
+            shutil.copyfile(train_dir / f, dest / f)
     info = train_dir / "train_info.json"
     if info.exists():
         shutil.copyfile(info, dest / "train_info.json")

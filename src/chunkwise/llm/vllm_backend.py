@@ -4,6 +4,9 @@
 :mod:`chunkwise.llm.embedded`). A training output folder works as the target too: full
 weights load directly; a LoRA adapter folder (``adapter_config.json``) is served over its base
 model (named in ``chunkwise_model.json``) through vLLM's LoRA support, as is ``+adapter=PATH``.
+An adapter that also trained embedding rows (``model.lora.trainable_tokens``, as
+``vllm:default-mr``'s does) is merged into its base once instead (:mod:`chunkwise.llm.merged`):
+vLLM's LoRA would silently drop those rows.
 
 Options after ``?`` (``&``-joined):
 
@@ -371,6 +374,11 @@ def _resolve(spec: ModelSpec) -> ModelSpec:
 
         target = str(converted_dir())
         options.setdefault("chat", "0")  # a base model: plain prompts
+    if adapter is not None:
+        from chunkwise.llm import merged
+
+        if merged.needs_merge(adapter):  # vLLM's LoRA would drop its embedding rows
+            target, adapter = str(merged.merged_dir(target, adapter)), None
     return ModelSpec(spec.backend, target, options, adapter, spec.raw)
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput
+from chunkwise.strategies.protocol import parse_record
 from chunkwise.train.encoding import Encoder, fit_length
 from chunkwise.train.pyramid_stages import (
     _TokenizerCounter,
@@ -62,6 +63,19 @@ log = logging.getLogger("chunkwise.train.formats")
 
 # --------------------------------------------------------------------------------------------
 # the whole data set
+
+
+def keep_map_example(ex: TextExample, keep: float) -> bool:
+    """Whether a map example survives ``data.no_information_keep`` (every other stage does):
+    those whose target answer is NO INFORMATION are kept with probability ``keep``, decided by
+    a hash of the example id (stable across runs and ranks)."""
+    if keep >= 1.0 or ex.stage != "map":
+        return True
+    target = next((m["content"] for m in reversed(ex.messages) if m["role"] == "assistant"), "")
+    if not parse_record(target).no_information:
+        return True
+    h = int.from_bytes(hashlib.sha256(ex.id.encode()).digest()[:8], "big") / 2**64
+    return h < keep
 
 
 def build_examples(
@@ -99,6 +113,9 @@ def build_examples(
                 stats=stats,
             )
         for ex in texts:
+            if not keep_map_example(ex, data.no_information_keep):
+                stats.skipped["no_information_subsampled"] += 1
+                continue
             ids, labels = enc.encode(ex)
             ids, labels, status = fit_length(ids, labels, data.max_length, data.overlong, ex)
             if status.startswith("skip:"):

@@ -186,7 +186,7 @@ def run(recipe: Recipe) -> dict[str, Any]:
                 save_full_model(model, tokenizer, base_saved, is_main=is_main)
             accelerator.wait_for_everyone()
         if lora_cfg.enabled:
-            model = apply_lora(model, lora_cfg)
+            model = apply_lora(model, lora_cfg, tokenizer)
     n_params, n_trainable = count_params(model)
     arch = Arch.from_config(model.config)
     lora_params = n_trainable if lora_cfg.enabled else 0

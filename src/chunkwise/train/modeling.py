@@ -296,18 +296,35 @@ def _apply_liger(model: Any) -> None:
     )
 
 
-def apply_lora(model: Any, lora: Any) -> Any:
+def token_indices(tokenizer: Any, tokens: list[str]) -> list[int]:
+    """The vocabulary ids of ``tokens`` (each must be one token of ``tokenizer``)."""
+    out = []
+    for t in tokens:
+        i = tokenizer.convert_tokens_to_ids(t)
+        if i is None or i == tokenizer.unk_token_id:
+            raise BadInput(f"model.lora.trainable_tokens: {t!r} is not a token of the tokenizer")
+        out.append(int(i))
+    return out
+
+
+def apply_lora(model: Any, lora: Any, tokenizer: Any = None) -> Any:
     """Wrap ``model`` with peft LoRA adapters per ``model.lora``."""
     try:
         from peft import LoraConfig, get_peft_model
     except ImportError:
         raise MissingDependency("peft (model.lora.enabled)", "pip install peft") from None
+    extra = {}
+    if lora.trainable_tokens:
+        if tokenizer is None:
+            raise BadInput("model.lora.trainable_tokens needs the tokenizer")
+        extra["trainable_token_indices"] = token_indices(tokenizer, list(lora.trainable_tokens))
     cfg = LoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
         target_modules=list(lora.target_modules),
         task_type="CAUSAL_LM",
+        **extra,
     )
     model = get_peft_model(model, cfg)
     model.enable_input_require_grads()  # checkpointed layers need an input that requires grad
@@ -333,5 +350,6 @@ __all__ = [
     "build_tokenizer",
     "count_params",
     "prompt_kind",
+    "token_indices",
     "use_liger",
 ]

@@ -33,6 +33,10 @@ class LoraConfig:
     alpha: int = 32
     dropout: float = 0.05
     target_modules: list[str] = field(default_factory=lambda: list(LLAMA_LINEAR))
+    #: tokens whose embedding rows train too (peft trainable tokens; with tied embeddings the
+    #: output row follows). A base model has never produced its chat template's end-of-turn
+    #: token, and LoRA on the linear layers alone learns to emit it very slowly.
+    trainable_tokens: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -92,6 +96,10 @@ class DataConfig:
     overlong: Literal["truncate", "skip", "error"] = "truncate"
     #: read at most this many records (0 = all)
     limit: int = 0
+    #: mapreduce mode: the share of map examples whose target says NO INFORMATION to keep (0-1;
+    #: the same examples every run, chosen by a hash of their id). Most chunks of a long document
+    #: hold nothing, so without this the map examples teach mostly "nothing here"
+    no_information_keep: float = 1.0
 
 
 @dataclass
@@ -250,6 +258,8 @@ def check_recipe(r: Recipe, *, check_paths: bool = True) -> None:
         raise BadInput(f"train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
     if not 0 <= t.min_lr_ratio <= 1:
         raise BadInput(f"train.min_lr_ratio must be in [0, 1], got {t.min_lr_ratio}")
+    if not 0 < d.no_information_keep <= 1:
+        raise BadInput(f"data.no_information_keep must be in (0, 1], got {d.no_information_keep}")
     for stage, w in t.stage_weights.items():
         if stage not in STAGES:
             raise BadInput(

@@ -1,0 +1,93 @@
+"""LoRA adapters that an engine cannot serve as adapters, merged into full weights once.
+
+vLLM's LoRA support loads the low-rank pairs of linear layers only. An adapter trained with
+``model.lora.trainable_tokens`` (peft trainable tokens: a few embedding rows, e.g. the chat
+template's end-of-turn token) also changes the embedding, which vLLM would drop without a word.
+Such an adapter is merged into its base (``peft``'s ``merge_and_unload``, which applies the
+token rows too) and saved as an ordinary model folder under
+``$CHUNKWISE_CACHE/models/merged-<hash>``, keyed by the adapter's and base's files, so the
+merge runs once per adapter version. The folder takes the adapter folder's tokenizer files
+when it has them (its chat template is the one it was trained on), else the base's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from chunkwise.errors import BadInput
+
+log = logging.getLogger("chunkwise.llm.merged")
+
+#: files of an adapter folder that define it (the hash of the merged folder covers them)
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+TOKENIZER_PREFIXES = ("tokenizer", "special_tokens", "chat_template")
+
+
+def adapter_config(adapter: str | Path) -> dict:
+    path = Path(adapter) / "adapter_config.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise BadInput(
+            f"adapter folder {str(adapter)!r} has no readable adapter_config.json"
+        ) from None
+
+
+def needs_merge(adapter: str | Path) -> bool:
+    """Whether the adapter changes more than linear layers (trainable tokens, saved modules)."""
+    try:
+        cfg = adapter_config(adapter)
+    except BadInput:  # no adapter here to read: the engine says what is wrong with it
+        return False
+    return bool(cfg.get("trainable_token_indices") or cfg.get("modules_to_save"))
+
+
+def _digest(base: Path, adapter: Path) -> str:
+    h = hashlib.sha256()
+    for f in ADAPTER_FILES:
+        h.update((adapter / f).read_bytes())
+    for f in sorted(base.glob("*.json")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    for f in sorted(base.glob("*.safetensors")):  # the weights by name and size, not read
+        h.update(f"{f.name}:{f.stat().st_size}".encode())
+    return h.hexdigest()[:12]
+
+
+def merged_dir(base: str | Path, adapter: str | Path, cache: Path | None = None) -> Path:
+    """A full-weights model folder equal to ``base`` with ``adapter`` applied (built once)."""
+    from chunkwise.llm.embedded import cache_root
+
+    base, adapter = Path(base), Path(adapter)
+    if not (base / "config.json").is_file():
+        raise BadInput(
+            f"cannot merge adapter {str(adapter)!r}: base {str(base)!r} is no model folder"
+        )
+    out = (cache or cache_root() / "models") / f"merged-{_digest(base, adapter)}"
+    if (out / "config.json").is_file():
+        return out
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    log.info("merging adapter %s into %s -> %s (once per adapter version)", adapter, base, out)
+    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
+    model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    source = adapter if (adapter / "tokenizer_config.json").is_file() else base
+    for f in source.iterdir():
+        if f.is_file() and f.name.startswith(TOKENIZER_PREFIXES):
+            shutil.copyfile(f, tmp / f.name)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return out
+
+
+__all__ = ["adapter_config", "merged_dir", "needs_merge"]

@@ -1,0 +1,90 @@
+"""Adapters with trained embedding rows are merged for engines whose LoRA drops them (vLLM):
+the merged folder computes what base + adapter compute, is built once, and the vLLM backend's
+spec resolution serves it instead of a LoRA request."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def _adapter_with_token_rows(base: Path, out: Path, token_id: int) -> Path:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(1)
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(base),
+        LoraConfig(r=4, target_modules=["q_proj", "v_proj"], trainable_token_indices=[token_id]),
+    )
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name or "trainable_tokens_delta" in name:
+                p.normal_(0, 1.0)
+    model.save_pretrained(out)
+    (out / "chunkwise_model.json").write_text(json.dumps({"base": f"hf:{base}"}))
+    return out
+
+
+@pytest.fixture(scope="module")
+def token_adapter(tiny_llama, tiny_tokenizer, tmp_path_factory) -> tuple[Path, int]:
+    tid = tiny_tokenizer.eos_token_id
+    return _adapter_with_token_rows(tiny_llama, tmp_path_factory.mktemp("tok-lora"), tid), tid
+
+
+def test_needs_merge_only_for_adapters_that_train_more_than_linear_layers(
+    tiny_llama, token_adapter, save_random_lora, tmp_path
+):
+    from chunkwise.llm.merged import needs_merge
+
+    assert needs_merge(token_adapter[0])
+    assert not needs_merge(save_random_lora(tiny_llama, tmp_path / "plain"))
+    assert not needs_merge(tmp_path / "nowhere")  # the engine reports a missing adapter
+
+
+def test_merged_folder_computes_base_plus_adapter_and_is_built_once(
+    tiny_llama, token_adapter, tmp_path, monkeypatch
+):
+    import peft
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from chunkwise.llm.merged import merged_dir
+
+    adapter, tid = token_adapter
+    out = merged_dir(tiny_llama, adapter, cache=tmp_path)
+    ids = torch.tensor([[1, 5, tid, 7, tid, 3]])
+    with torch.no_grad():
+        want = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_llama), adapter)(
+            input_ids=ids
+        ).logits
+        base = AutoModelForCausalLM.from_pretrained(tiny_llama)(input_ids=ids).logits
+        got = AutoModelForCausalLM.from_pretrained(out)(input_ids=ids).logits
+    assert float((got - want).abs().max()) < 1e-4
+    assert float((base - want).abs().max()) > 1e-2  # the adapter does change the output
+    assert (out / "tokenizer_config.json").is_file()
+
+    def no_merge(*a, **k):
+        raise AssertionError("merged twice")
+
+    monkeypatch.setattr(peft.PeftModel, "from_pretrained", no_merge)
+    assert merged_dir(tiny_llama, adapter, cache=tmp_path) == out
+
+
+def test_vllm_resolution_serves_the_merged_folder_not_a_lora_request(
+    tiny_llama, token_adapter, save_random_lora, tmp_path, monkeypatch
+):
+    from chunkwise.llm import merged
+    from chunkwise.llm.spec import parse_spec
+    from chunkwise.llm.vllm_backend import _resolve
+
+    monkeypatch.setattr(merged, "merged_dir", lambda base, adapter: tmp_path / "m")
+    spec = _resolve(parse_spec(f"vllm:{token_adapter[0]}"))
+    assert spec.target == str(tmp_path / "m") and spec.adapter is None
+    plain = save_random_lora(tiny_llama, tmp_path / "plain")
+    spec = _resolve(parse_spec(f"vllm:{plain}"))
+    assert spec.target == str(tiny_llama) and spec.adapter == str(plain)
