@@ -44,7 +44,6 @@ string (vLLM's default, ``include_stop_str_in_output=False``) and ``stop_reason`
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -352,11 +351,12 @@ def _adapter_base(folder: Path, raw: str) -> tuple[str, dict[str, str]]:
 
 
 def _adapter_rank(folder: str) -> int:
+    from chunkwise.llm.merged import adapter_config
+
     try:
-        cfg = json.loads((Path(folder) / "adapter_config.json").read_text())
-        return int(cfg.get("r", 16))
-    except (OSError, ValueError):
-        raise BadInput(f"adapter folder {folder!r} has no readable adapter_config.json") from None
+        return int(adapter_config(folder).get("r", 16))
+    except (TypeError, ValueError):
+        raise BadInput(f"adapter folder {folder!r}: adapter_config.json has no integer r") from None
 
 
 def _resolve(spec: ModelSpec) -> ModelSpec:
