@@ -76,18 +76,24 @@ bench: install
 
 # hf:default-mr from scratch: oracle records (every family but the held-out one, training
 # seed and lengths from chunkwise.data.families) -> LoRA in mapreduce mode with the chat
-# protocol prompts (recipes/embedded/default-mr.yaml, ~90 min on 2 CPU cores) -> the adapter
+# protocol prompts (recipes/embedded/default-mr.yaml, ~95 min on 2 CPU cores) -> the adapter
 # copied into src/chunkwise/models/default_mr (package data; commit it). Then measure it with
 # bench/mr_trained.py (see recipes/embedded/README.md).
 DEFAULT_MR_OUT ?= runs/default-mr
-DEFAULT_MR_N ?= 9
+# one finding per retrieval document but one per chunk of math_find: fewer reasoning documents
+DEFAULT_MR_N ?= 12
+DEFAULT_MR_REASONING_N ?= 4
+DEFAULT_MR_SYNTH = $(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --lengths train \
+	  --seed 0 --window 4096 --strategy-args prompts=chat,chunk_tokens=500 --no-progress
 default-mr: install
-	$(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --out $(DEFAULT_MR_OUT)/synth \
-	  --families train --lengths train --n $(DEFAULT_MR_N) --seed 0 --window 4096 \
-	  --strategy-args prompts=chat,chunk_tokens=1000 --no-progress
+	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/retrieval --n $(DEFAULT_MR_N) \
+	  --families passkey,number_string,kv_retrieval,extractive_qa,conflicting
+	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/reasoning --n $(DEFAULT_MR_REASONING_N) \
+	  --families math_find,multihop
 	WANDB_MODE=offline $(BIN)/accelerate launch --cpu --num_processes 1 --num_machines 1 \
 	  --mixed_precision no --dynamo_backend no train/sft.py recipes/embedded/default-mr.yaml \
-	  --data.paths='[$(DEFAULT_MR_OUT)/synth/data/oracle.jsonl]' --output_dir=$(DEFAULT_MR_OUT)/train
+	  --data.paths='[$(DEFAULT_MR_OUT)/synth/retrieval/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/reasoning/data/oracle.jsonl]' \
+	  --output_dir=$(DEFAULT_MR_OUT)/train
 	$(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_MR_OUT)/train
 
 clean:

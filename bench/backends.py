@@ -117,13 +117,15 @@ def main() -> None:
             ratios[f"hf_bf16_over_fp32_{k}"] = round(bf16[k][f] / fp32[k][f], 2)
     if hf and vl:
         best = max(hf.values(), key=lambda r: r["prefill"]["tok_per_s"])
-        v = next(iter(vl.values()))
-        for k, f in (
-            ("prefill", "tok_per_s"),
-            ("decode", "tok_per_s"),
-            ("wave", "prompt_tok_per_s"),
-        ):
-            ratios[f"vllm_over_best_hf_{k}"] = round(v[k][f] / best[k][f], 2)
+        for i, (vspec, v) in enumerate(vl.items()):
+            # the first vllm spec keeps the plain key; others (e.g. ?reserved_cpus=0) name theirs
+            tag = "" if i == 0 else f"[{vspec}]"
+            for k, f in (
+                ("prefill", "tok_per_s"),
+                ("decode", "tok_per_s"),
+                ("wave", "prompt_tok_per_s"),
+            ):
+                ratios[f"vllm_over_best_hf_{k}{tag}"] = round(v[k][f] / best[k][f], 2)
     fp32_spec = next((s for s in results if s.startswith("hf:") and "float32" in s), specs[0])
     ref = results[fp32_spec]["parity_texts"]
     parity = {

@@ -273,10 +273,45 @@ def test_vllm_reports_the_stop_string(fake_vllm) -> None:
     assert out.stop_reason is None and out.text == FakeVLLMEngine.REPLY
 
 
-@pytest.mark.parametrize("bad", ["gpu_mem=1.5", "gpu_mem=lots", "tp=0", "tp=two"])
+@pytest.mark.parametrize(
+    "bad",
+    ["gpu_mem=1.5", "gpu_mem=lots", "tp=0", "tp=two", "reserved_cpus=-1", "reserved_cpus=999"],
+)
 def test_vllm_bad_option_values(fake_vllm, bad: str) -> None:
     with pytest.raises(BadInput, match=bad.split("=")[0]):
         load_llm(f"vllm:m?{bad}")
+
+
+def test_vllm_reserved_cpus_reach_the_engine_start_and_only_it(fake_vllm, monkeypatch) -> None:
+    """vLLM's CPU workers read VLLM_CPU_NUM_OF_RESERVED_CPU as they start: the option sets it
+    while the engine is built and puts the caller's value back after."""
+    monkeypatch.setattr(vllm_backend, "_on_cuda", lambda: False)
+    seen = []
+    real = sys.modules["vllm"].LLM
+
+    def spy(**kwargs):
+        seen.append(os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU"))
+        return real(**kwargs)
+
+    monkeypatch.setattr(sys.modules["vllm"], "LLM", spy)
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")
+    load_llm("vllm:org/model?reserved_cpus=0")
+    load_llm("vllm:org/model")
+    assert seen == ["0", "1"] and os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+    monkeypatch.delenv("VLLM_CPU_NUM_OF_RESERVED_CPU")
+    load_llm("vllm:org/model?reserved_cpus=0")
+    assert seen[-1] == "0" and "VLLM_CPU_NUM_OF_RESERVED_CPU" not in os.environ
+    # the default: no core reserved on a small CPU, vLLM's own choice on a big one or a GPU
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    load_llm("vllm:org/model")
+    assert seen[-1] == "0" and "VLLM_CPU_NUM_OF_RESERVED_CPU" not in os.environ
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    load_llm("vllm:org/model")
+    assert seen[-1] is None
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(vllm_backend, "_on_cuda", lambda: True)
+    load_llm("vllm:org/model")
+    assert seen[-1] is None
 
 
 def test_vllm_generates_the_whole_batch_in_one_call(fake_vllm) -> None:

@@ -184,3 +184,38 @@ def test_held_out_documents_are_never_training_documents():
         held = fam.make(n=2, seed=HELDOUT_SEED + 1500, length_tokens=1500, count_tokens=count)
         assert {d.context for d in train}.isdisjoint(d.context for d in held), name
         assert {d.answer for d in train} != {d.answer for d in held}, name
+
+
+@pytest.mark.slow  # the embedded tokenizer (no weights): what `make default-mr` counts with
+def test_every_target_fits_the_budget_decoding_gives_its_call(monkeypatch):
+    """A target longer than its call's max_new_tokens teaches an output decoding always cuts
+    before the answer (kv_retrieval's quoted reduce rationale was 118 tokens against 96)."""
+    from chunkwise.llm.default_mr import counting_llm
+    from chunkwise.synth.oracle import OracleLLM, TargetOverBudget
+
+    llm = counting_llm()
+    args = {"prompts": "chat", "chunk_tokens": 500}
+    teacher = OracleTeacher(llm, window=4096, mapreduce_args=args)
+    made = 0
+    for fam in FAMILIES.values():
+        for doc in fam.make(n=2, seed=11, length_tokens=3000, count_tokens=llm.count_tokens):
+            try:
+                teacher.record(doc)  # raises TargetOverBudget on any call's target
+                made += 1
+            except Exception as e:
+                if type(e).__name__ != "Straddle":
+                    raise
+    assert made >= len(FAMILIES)
+
+    real_target = OracleLLM.target
+
+    def padded(self, prompt):
+        stage, text = real_target(self, prompt)
+        return stage, text.replace("Rationale: ", "Rationale: " + "very " * 400, 1)
+
+    monkeypatch.setattr(OracleLLM, "target", padded)
+    doc = get_family("passkey").make(
+        n=1, seed=11, length_tokens=1500, count_tokens=llm.count_tokens
+    )
+    with pytest.raises(TargetOverBudget, match="cut before its answer"):
+        teacher.record(doc[0])

@@ -107,3 +107,26 @@ def test_lr_schedule_warmup_then_cosine():
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
     assert all(a >= b for a, b in itertools.pairwise(lrs[9:]))  # cosine after warm-up
     assert lrs[-1] == pytest.approx(0.1, abs=1e-3)
+
+
+def test_embedded_recipe_validates_and_matches_make_default_mr(monkeypatch):
+    """`make default-mr` synthesizes with the decoding options the recipe trains under (and
+    installs beside the adapter): a chunk size changed in one place only would teach the
+    adapter on chunks it never reads at decoding."""
+    import re
+
+    monkeypatch.chdir(REPO)
+    recipe = load_config(Recipe, REPO / "recipes" / "embedded" / "default-mr.yaml")
+    check_recipe(recipe, check_paths=False)
+    make = (REPO / "Makefile").read_text(encoding="utf-8")
+    synth_cmd = re.search(r"^DEFAULT_MR_SYNTH = (.*?)\n\S", make, re.S | re.M).group(1)
+    args = re.search(r"--strategy-args (\S+)", synth_cmd).group(1)
+    assert {k: str(v) for k, v in recipe.data.mapreduce.items()} == dict(
+        kv.split("=", 1) for kv in args.split(",")
+    )
+    assert re.search(r"--window (\d+)", synth_cmd).group(1) == str(recipe.data.window)
+    # every synthesized file is a training input
+    outs = re.findall(r"--out \$\(DEFAULT_MR_OUT\)/(\S+)", make)
+    assert outs and sorted(f"runs/default-mr/{o}/data/oracle.jsonl" for o in outs) == sorted(
+        recipe.data.paths
+    )

