@@ -158,7 +158,6 @@ class Family:
             why = f"{where} {_kind_phrase(best.kind)}: {best.text.strip()}"
             if best.kind == "direct":  # the statement is the extracted information already;
                 # quoting it again would cost a kv_retrieval reduce 118 tokens, past its budget
-                where = "This part" if stage == "map" else where
                 why = f"{where} {_kind_phrase(best.kind)}."
             return Finding(extracted, why, best.answer, best.confidence)
         others = [

