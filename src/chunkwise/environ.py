@@ -1,0 +1,28 @@
+"""Environment variables set for one block of code and put back afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+
+@contextlib.contextmanager
+def scoped_env(name: str, value: str | None) -> Iterator[None]:
+    """``name=value`` in ``os.environ`` while the block runs, then the caller's value (or its
+    absence) again; ``value=None`` leaves the environment as it is."""
+    if value is None:
+        yield
+        return
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+__all__ = ["scoped_env"]
