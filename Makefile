@@ -76,7 +76,7 @@ bench: install
 
 # hf:default-mr from scratch: oracle records (every family but the held-out one, training
 # seed and lengths from chunkwise.data.families) -> LoRA in mapreduce mode with the chat
-# protocol prompts (recipes/embedded/default-mr.yaml, ~95 min on 2 CPU cores) -> the adapter
+# protocol prompts (recipes/embedded/default-mr.yaml, 45-100 min on 2 CPU cores) -> the adapter
 # copied into src/chunkwise/models/default_mr (package data; commit it). Then measure it with
 # bench/mr_trained.py (see recipes/embedded/README.md).
 DEFAULT_MR_OUT ?= runs/default-mr

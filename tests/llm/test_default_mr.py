@@ -68,7 +68,12 @@ def test_install_copies_the_adapter_and_its_decoding_options(tmp_path, monkeypat
     )
     dest = default_mr.install(run, tmp_path / "pkg")
     monkeypatch.setenv("CHUNKWISE_DEFAULT_MR", str(dest))
-    assert default_mr.strategy_args() == {"prompts": "chat", "chunk_tokens": 1000, "window": 4096}
+    assert default_mr.strategy_args() == {
+        "grounding": True,  # decoding-only (DECODING), beside what the recipe trained with
+        "prompts": "chat",
+        "chunk_tokens": 1000,
+        "window": 4096,
+    }
     shipped = load_file(str(dest / "adapter_model.safetensors"))  # fp16: half the size
     assert (
         shipped["a.lora_A.weight"].dtype == torch.float16 and shipped["b.ids"].dtype == torch.int64

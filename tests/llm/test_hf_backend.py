@@ -33,6 +33,9 @@ def test_chat_template_used_when_present(tiny_llama, tmp_path):
     assert llm.chat is True
     text, _ = llm.render([{"role": "user", "content": "hi"}])
     assert text == "<|user|>hi</s><|assistant|>"
+    assert llm.continues_replies
+    text, _ = llm.render(llm.continue_reply([{"role": "user", "content": "hi"}], "Answer:"))
+    assert text == "<|user|>hi</s><|assistant|>Answer:"  # the reply goes on: no </s>
     assert load_llm(f"hf:{tmp_path / 'm'}?chat=off").chat is False
 
 
@@ -97,3 +100,30 @@ def test_chunked_prefill_gives_the_same_greedy_output(embedded_llm):
     assert whole.prompt_tokens > 2 * 512
     assert chunked.text == whole.text
     assert "40417" in chunked.text
+
+
+def test_a_continued_reply_is_the_new_turn_plus_the_partial_reply(gemma_tokenizer):
+    """What a follow-up sends (``continue_reply``) is exactly what decoding the whole reply
+    would have seen at that point, under the template hf:default-mr was trained with."""
+    from chunkwise.llm.base import template_kwargs
+    from chunkwise.prompts import load_text
+
+    template = load_text("mapreduce/gemma_chat.jinja")
+    user = [{"role": "user", "content": "Part of the document ... What is the pass key?"}]
+    partial = "Extracted Information: The pass key is 4711.\nAnswer: 4711\nConfidence Score:"
+
+    def render(msgs):
+        return gemma_tokenizer.apply_chat_template(
+            msgs, tokenize=False, chat_template=template, **template_kwargs(msgs)
+        )
+
+    cont = render([*user, {"role": "assistant", "content": partial, "prefix": True}])
+    assert cont == render(user) + partial
+    # without the mark a trailing reply is a finished turn, answered in a new one
+    assert render([*user, {"role": "assistant", "content": partial}]).endswith("model\n")
+    finished = gemma_tokenizer.apply_chat_template(
+        [*user, {"role": "assistant", "content": partial + " 5"}],
+        tokenize=False,
+        chat_template=template,
+    )
+    assert finished.startswith(cont) and finished[len(cont) :].startswith(" 5<end_of_turn>")

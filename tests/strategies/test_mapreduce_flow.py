@@ -536,3 +536,55 @@ def test_chat_map_prompts_of_one_question_share_everything_but_the_chunk():
     assert "What is the code?" in head and "How to score confidence" in head
     assert "Reply in exactly this format" in head and "filler" not in head
     assert all(len(head) > 0.3 * len(m) for m in maps)  # a prefix worth caching
+
+
+def asked_llm(confs: dict[int, float | None], score: str = " 4"):
+    """per_chunk_llm that also answers a continued reply ending in the confidence header."""
+    llm = per_chunk_llm(confs)
+    llm.rules.insert(0, (r"assistant: [^\n]*\n(?:.*\n)*Confidence Score:$", score))
+    llm.__post_init__()
+    return llm
+
+
+def test_a_finding_without_a_confidence_line_is_asked_for_it_by_continuing_the_reply():
+    llm = asked_llm({0: None, 1: 5, 2: None})
+    ans = run_mr(llm, n=4, ask_confidence=True)
+    conf = {tuple(e.inputs): e.output["confidence"] for e in ans.trace if e.stage == "map"}
+    assert conf[(0,)] == 4 and conf[(1,)] == 5 and conf[(2,)] == 4
+    assert ans.stats.extra["confidence_asked"] == ans.stats.extra["confidence_filled"] == 2
+    assert ans.stats.extra["unscored_records"] == 0
+    assert ans.stats.extra["confidence_source"] == "self"
+    asks = [c for c in llm.calls if c.prompt[-1]["role"] == "assistant"]
+    assert len(asks) == 2 and all(c.params.max_new_tokens <= 4 for c in asks)
+    assert asks[0].prompt[-1]["content"] == (
+        "Extracted Information: fact 0\nRationale: r\nAnswer: A0\nConfidence Score:"
+    )
+    assert asks[0].prompt[:-1] == llm.calls[0].prompt  # the same map prompt, continued
+    # the reply itself stays as the model wrote it; the follow-up is its own trace event
+    raws = [e.output["raw"] for e in ans.trace if e.stage == "map"]
+    assert not raws[0].endswith("Confidence Score: 4")
+    assert [e.output["confidence"] for e in ans.trace if e.stage == "ask_confidence"] == [4, 4]
+    assert "Confidence Score: 4" in llm.calls[-1].prompt[0]["content"]  # reduce sees it
+
+
+def test_asking_for_confidence_is_skipped_when_off_cut_or_unanswerable():
+    llm = asked_llm({0: None})
+    ans = run_mr(llm, n=3)  # off by default
+    assert "confidence_asked" not in ans.stats.extra
+    assert ans.stats.extra["unscored_records"] == 1
+    ans = run_mr(asked_llm({0: None}), n=3, confidence="off", ask_confidence=True)
+    assert "confidence_asked" not in ans.stats.extra
+    # a reply that says nothing usable when asked stays unscored, and is counted
+    ans = run_mr(asked_llm({0: None}, score=" unsure"), n=3, ask_confidence=True)
+    assert ans.stats.extra["confidence_asked"] == 1
+    assert ans.stats.extra["confidence_filled"] == 0
+    assert ans.stats.extra["unscored_records"] == 1
+    # a reply cut by max_new_tokens is not continued with a header it never reached
+    cut = asked_llm({0: None})
+    rambling = "Extracted Information: fact\nRationale: r\nAnswer: A0 " + "and more " * 400
+    cut.rules[1] = (cut.rules[1][0], rambling)
+    cut.__post_init__()
+    ans = run_mr(cut, n=3, ask_confidence=True)
+    assert ans.stats.extra["map_truncated"] == 3 and ans.stats.extra["map_no_answer"] == 0
+    asked = [e.output["of"] for e in ans.trace if e.stage == "ask_confidence"]
+    assert asked == ["collapse"] * 3  # only the collapse replies, which ended on their own

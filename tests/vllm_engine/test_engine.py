@@ -110,7 +110,12 @@ def test_adapter_with_trained_token_rows_is_merged_and_matches_hf(embedded_llm, 
     run = tmp_path / "run"
     model.save_pretrained(run)
     (run / "chunkwise_model.json").write_text(json.dumps({"base": "hf:default"}))
-    with load_llm(f"hf:{run}") as hf, load_llm(f"vllm:{run}?max_model_len=2048") as vl:
+    with (
+        load_llm(f"hf:{run}") as hf,
+        load_llm(
+            f"vllm:{run}?max_model_len=2048&dtype=float32"  # as hf runs it: compare engines
+        ) as vl,
+    ):
         hf_text, vl_text = (m.generate(req)[0].text for m in (hf, vl))
     assert hf_text != base_text and vl_text == hf_text, (base_text, hf_text, vl_text)
 

@@ -11,11 +11,12 @@ import abc
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from chunkwise.errors import BadParams
 
-Message = dict[str, str]
+#: {"role", "content"}; a trailing assistant message may add "prefix": True (continue it)
+Message = dict[str, Any]
 Prompt = str | list[Message]
 FinishReason = Literal["stop", "length", "error"]
 
@@ -44,6 +45,16 @@ class GenerationParams:
 
     def with_(self, **changes: object) -> GenerationParams:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def template_kwargs(messages: Sequence[Message]) -> dict[str, bool]:
+    """How ``apply_chat_template`` renders ``messages`` for generation: a new assistant turn,
+    or, when the last message is a reply to go on with (``LLM.continue_reply`` marks it
+    ``prefix``, the convention of DeepSeek's and Mistral's APIs), the end of that one. A plain
+    trailing assistant message still gets a new turn, as OpenAI's API gives it."""
+    if messages and messages[-1]["role"] == "assistant" and messages[-1].get("prefix"):
+        return {"add_generation_prompt": False, "continue_final_message": True}
+    return {"add_generation_prompt": True}
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,18 @@ class LLM(abc.ABC):
         """``text`` as this model should receive it: one user message for chat models, the
         plain completion prompt for base models."""
         return [{"role": "user", "content": text}] if self.chat else text
+
+    #: whether the backend can continue a reply: a chat prompt whose last message is the
+    #: assistant's (``continue_reply``) is decoded from the end of that message, not answered
+    #: in a new turn. Plain prompts always continue, being text.
+    continues_replies: bool = False
+
+    def continue_reply(self, prompt: Prompt, partial: str) -> Prompt:
+        """``prompt`` with the start of the model's reply, ``partial``, already written: the
+        model's next tokens continue it. A plain prompt just gets the text appended."""
+        if isinstance(prompt, str):
+            return prompt + partial
+        return [*prompt, {"role": "assistant", "content": partial, "prefix": True}]
 
     def prompt_tokens(self, prompt: Prompt) -> int:
         """Tokens a whole prompt takes, chat template included where one applies."""

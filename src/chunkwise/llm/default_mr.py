@@ -26,6 +26,10 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 #: written beside the adapter by `make default-mr`: the mapreduce options it was trained with
 STRATEGY_FILE = "strategy.json"
 TEMPLATE = "mapreduce/gemma_chat.jinja"
+#: decoding-only mapreduce options written into strategy.json beside the trained ones: the
+#: oracle teaches this adapter to quote its evidence, so a retrieval finding whose quote is not
+#: in its chunk is made up (chunkwise.strategies.grounding)
+DECODING: dict[str, Any] = {"grounding": True}
 
 
 def package_dir() -> Path:
@@ -40,7 +44,7 @@ def _missing() -> BadInput:
     return BadInput(
         f"hf:{NAME} has no trained adapter in this installation ({package_dir()} holds no "
         "adapter_model.safetensors): run `make default-mr` to train it from oracle records "
-        "(about 95 minutes on 2 CPU cores), or use hf:default"
+        "(45-100 minutes on 2 CPU cores), or use hf:default"
     )
 
 
@@ -102,7 +106,7 @@ def counting_llm(window: int = 32768) -> Any:
     oracle teacher needs before any adapter exists)."""
     from transformers import AutoTokenizer
 
-    from chunkwise.llm.base import LLM
+    from chunkwise.llm.base import LLM, template_kwargs
     from chunkwise.llm.embedded import converted_dir
     from chunkwise.text import HFTokenCounter
 
@@ -137,7 +141,7 @@ def counting_llm(window: int = 32768) -> Any:
             if isinstance(prompt, str):
                 return len(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
             text = self.tokenizer.apply_chat_template(
-                prompt, tokenize=False, add_generation_prompt=True
+                prompt, tokenize=False, **template_kwargs(prompt)
             )
             return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -181,7 +185,11 @@ def install(train_dir: Path, dest: Path | None = None) -> Path:
     recipe_path = train_dir / "recipe.yaml"
     recipe = yaml.safe_load(recipe_path.read_text(encoding="utf-8")) if recipe_path.exists() else {}
     data = recipe.get("data", {}) if isinstance(recipe, dict) else {}
-    mr = {**dict(data.get("mapreduce") or {}), "window": int(data.get("window", 4096))}
+    mr = {
+        **DECODING,
+        **dict(data.get("mapreduce") or {}),
+        "window": int(data.get("window", 4096)),
+    }
     dest.mkdir(parents=True, exist_ok=True)
     for f in ADAPTER_FILES:
         if f.endswith(".safetensors"):

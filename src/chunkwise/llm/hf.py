@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput, MissingDependency
-from chunkwise.llm.base import LLM, Completion, GenerationParams, Prompt, Request, find_stop
+from chunkwise.llm.base import (
+    LLM,
+    Completion,
+    GenerationParams,
+    Prompt,
+    Request,
+    find_stop,
+    template_kwargs,
+)
 from chunkwise.llm.spec import ModelSpec, file_options, parse_spec
 from chunkwise.llm.turns import end_of_turn_ids
 from chunkwise.text.tokens import HFTokenCounter
@@ -54,6 +62,8 @@ class _StopOnStrings:
 
 
 class HFLLM(LLM):
+    continues_replies = True
+
     def __init__(
         self,
         model: Any,
@@ -112,7 +122,7 @@ class HFLLM(LLM):
             return prompt, True
         if self.chat:
             text = self.tokenizer.apply_chat_template(
-                prompt, tokenize=False, add_generation_prompt=True
+                prompt, tokenize=False, **template_kwargs(prompt)
             )
             return text, False  # the template writes its own BOS
         return "\n\n".join(m["content"] for m in prompt), True

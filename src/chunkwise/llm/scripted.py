@@ -29,6 +29,8 @@ def prompt_text(prompt: Prompt) -> str:
 
 @dataclass
 class ScriptedLLM(LLM):
+    continues_replies = True
+
     rules: list[tuple[str, Reply]] = field(default_factory=list)
     default: str = ""
     window: int = 8192

@@ -57,7 +57,7 @@ from typing import Any
 
 from chunkwise.environ import scoped_env
 from chunkwise.errors import BadInput, MissingDependency
-from chunkwise.llm.base import LLM, Completion, Message, Prompt, Request
+from chunkwise.llm.base import LLM, Completion, Message, Prompt, Request, template_kwargs
 from chunkwise.llm.cpu import cpu_dtype
 from chunkwise.llm.spec import ModelSpec, file_options
 from chunkwise.llm.turns import end_of_turn_ids
@@ -132,6 +132,8 @@ def flatten_messages(messages: Sequence[Message]) -> str:
 
 
 class VLLMBackend(LLM):
+    continues_replies = True
+
     def __init__(
         self,
         engine: Any,
@@ -189,7 +191,7 @@ class VLLMBackend(LLM):
         if self.chat:
             return _token_ids(
                 self.tokenizer.apply_chat_template(
-                    list(prompt), tokenize=True, add_generation_prompt=True
+                    list(prompt), tokenize=True, **template_kwargs(prompt)
                 )
             )
         if not self._warned_flatten:

@@ -68,6 +68,9 @@ class Guard:
         headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
         if error.status == 413:
             headers = {"Connection": "close"}
+            declared = int(Headers(scope=scope).get("content-length") or 0)
+            if declared <= self.limits.drain_body_bytes:
+                await drain(receive, self.limits.drain_body_bytes)
         await _error_response(error, headers)(scope, receive, send)
 
     def _check(self, scope: Scope) -> ApiError | None:
@@ -128,11 +131,30 @@ def decode_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
+#: the longest a refused body is read and discarded for (``Limits.drain_body_bytes``)
+DRAIN_SECONDS = 5.0
+
+
+async def drain(receive: Receive, max_bytes: int, seen: int = 0) -> None:
+    """Read and discard the rest of a request body, up to ``max_bytes`` in all (``seen``
+    already read) and ``DRAIN_SECONDS``, so that the error sent next reaches a client that is
+    still uploading (a close with unread data is a reset)."""
+    with anyio.move_on_after(DRAIN_SECONDS):
+        while seen <= max_bytes:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            seen += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
+
+
 async def read_json(request: Request, limits: Limits) -> dict[str, Any]:
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limits.max_body_bytes:
+            await drain(request.receive, limits.drain_body_bytes, size)
             raise _too_large(limits)
         chunks.append(chunk)
     if not size:

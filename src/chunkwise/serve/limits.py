@@ -9,6 +9,10 @@ from dataclasses import dataclass
 class Limits:
     #: bytes of request body (413 beyond; checked on Content-Length and while reading)
     max_body_bytes: int = 16 * 1024 * 1024
+    #: after refusing a body as too large, read and discard up to this many bytes of it (for
+    #: at most ``DRAIN_SECONDS``): a client still sending it then reads the 413, where closing
+    #: on unread data would reset the connection and lose the response
+    drain_body_bytes: int = 128 * 1024 * 1024
     #: choices per prompt (``n``)
     max_n: int = 16
     #: prompts in one ``/v1/completions`` request (a list prompt)
