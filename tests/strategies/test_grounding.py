@@ -71,5 +71,6 @@ def test_the_strategy_drops_ungrounded_retrieval_findings_when_on(finding, task,
     ans = strat.answer(_doc(), Query("What is the secret code?", task), llm)
     assert ans.stats.extra["map_ungrounded"] == dropped
     assert ans.stats.extra["ungrounded_parts"] == ([3] if dropped else [])
+    assert ans.stats.extra["map_no_information"] == 5  # a dropped finding is not NO INFORMATION
     reduce_prompt = llm.calls[-1].prompt[0]["content"]
     assert ("4711" in reduce_prompt.split("Question:")[0]) is (not dropped)

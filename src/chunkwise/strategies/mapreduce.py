@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 NO_INFO_STOP = f"Answer: {NO_INFO}"
 #: tokens a follow-up for a missing confidence field may write (" 4.5" and the turn's end)
 ASK_CONFIDENCE_TOKENS = 4
+#: the field a follow-up continues a reply with (what the chat prompts' format names it)
+CONFIDENCE_HEADER = "Confidence Score:"
 NO_RELEVANT = "No part of the document was found to contain information relevant to the question."
 
 
@@ -291,7 +293,7 @@ class MapReduce(Strategy):
         kept = [r for i, r in enumerate(records) if not r.no_information and i not in ungrounded]
         unscored = sum(r.confidence is None for r in kept)
         stats.extra.update(
-            map_no_information=len(records) - len(kept),
+            map_no_information=sum(r.no_information for r in records),
             early_stops=early,
             map_truncated=sum(r.truncated for r in records),
             map_no_answer=sum(r.answer is None and not r.no_information for r in records),
@@ -430,13 +432,14 @@ class MapReduce(Strategy):
         ]
         if not todo:
             return
-        header = str(p.templates.get("confidence_header", "Confidence Score:"))
         params = GenerationParams(
             max_new_tokens=ASK_CONFIDENCE_TOKENS, temperature=self.temperature, stop=("\n",)
         )
         asks = [
             Request(
-                llm.continue_reply(requests[i].prompt, outs[i].text.rstrip() + "\n" + header),
+                llm.continue_reply(
+                    requests[i].prompt, outs[i].text.rstrip() + "\n" + CONFIDENCE_HEADER
+                ),
                 params,
             )
             for i in todo
@@ -597,10 +600,9 @@ class MapReduce(Strategy):
             merged = []
             for g, out, rec in zip(groups, outs, collapsed, strict=True):
                 inputs = [records[i] for i in g]
-                sources = rec.sources
                 if rec.confidence is None and p.with_confidence:
                     rec.confidence = _combined_confidence(rec, inputs)
-                trace.append(self._event("collapse", sources, rec, out, rounds))
+                trace.append(self._event("collapse", rec.sources, rec, out, rounds))
                 if not rec.no_information:
                     merged.append(rec)
             records = merged
