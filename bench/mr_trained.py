@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from chunkwise.data.families import HELDOUT_FAMILY, HELDOUT_SEED, get_family
+from chunkwise.eval.ledger import Ledger, ledger_key
+from chunkwise.eval.plots import interval_bars
 from chunkwise.llm import load_llm
 from chunkwise.strategies import get_strategy, parse_strategy_args
 
@@ -87,23 +89,10 @@ def arms(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def _ledger_key(arm: dict[str, Any], cell: str, args: argparse.Namespace) -> str:
     """What makes a finished cell reusable: the arm, its model, options, n and seed."""
-    return json.dumps(
-        [arm["name"], arm["model"], arm["strategy"], arm["opts"], arm["window"], cell, args.n,
-         args.seed], sort_keys=True, default=str,
+    return ledger_key(
+        arm["name"], arm["model"], arm["strategy"], arm["opts"], arm["window"], cell, args.n,
+        args.seed,
     )  # fmt: skip
-
-
-def read_ledger(path: Path) -> dict[str, dict[str, Any]]:
-    """Cells finished by earlier runs into the same --out (one JSON line per cell)."""
-    done: dict[str, dict[str, Any]] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-                done[row["key"]] = row
-            except (ValueError, KeyError):
-                continue  # a line cut by a crash: that cell is simply run again
-    return done
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -129,8 +118,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.out.exists() and not args.out.is_dir():
         raise SystemExit(f"mr_trained: --out {args.out} is a file, not a folder")
     args.out.mkdir(parents=True, exist_ok=True)
-    ledger_path = args.out / "cells.jsonl"
-    done = read_ledger(ledger_path)
+    done = Ledger(args.out / "cells.jsonl")
 
     def todo(a: dict[str, Any]) -> list[tuple[str, int]]:
         return [
@@ -157,36 +145,33 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         return docs[fam, length]
 
-    with ledger_path.open("a", encoding="utf-8") as ledger:
-        if ledger_path.stat().st_size and not ledger_path.read_bytes().endswith(b"\n"):
-            ledger.write("\n")  # after a line cut by a crash, start a fresh one
-        for a in arm_list:
-            cells_todo = todo(a)
-            if not cells_todo:
-                continue
-            llm = llms[a["model"]]
-            strategy = get_strategy(a["strategy"], window=a["window"], **a["opts"])
-            for fam, length in cells_todo:
-                family = get_family(fam)
-                scores, preds = [], []
-                t0 = time.perf_counter()
-                for doc in documents(fam, length, llm):
-                    ans = strategy.answer(doc.context, doc.query(), llm)
-                    scores.append(family.score(doc, ans.text))
-                    preds.append(ans.text[:200])
-                cell = f"{fam}@{length}"
-                row = {
-                    "key": _ledger_key(a, cell, args),
+    for a in arm_list:
+        cells_todo = todo(a)
+        if not cells_todo:
+            continue
+        llm = llms[a["model"]]
+        strategy = get_strategy(a["strategy"], window=a["window"], **a["opts"])
+        for fam, length in cells_todo:
+            family = get_family(fam)
+            scores, preds = [], []
+            t0 = time.perf_counter()
+            for doc in documents(fam, length, llm):
+                ans = strategy.answer(doc.context, doc.query(), llm)
+                scores.append(family.score(doc, ans.text))
+                preds.append(ans.text[:200])
+            cell = f"{fam}@{length}"
+            done.put(  # a crash loses at most the cell being run
+                _ledger_key(a, cell, args),
+                {
                     "arm": a["name"],
                     "cell": cell,
                     "scores": scores,
                     "predictions": preds,
                     "seconds": round(time.perf_counter() - t0, 1),
-                }
-                done[row["key"]] = row
-                ledger.write(json.dumps(row) + "\n")
-                ledger.flush()  # a crash loses at most the cell being run
-                print(json.dumps({a["name"]: {cell: summarize(scores)}}), flush=True)
+                },
+            )
+            print(json.dumps({a["name"]: {cell: summarize(scores)}}), flush=True)
+    done.close()
     for llm in llms.values():
         llm.close()
 
@@ -265,33 +250,15 @@ def table(out: dict[str, Any]) -> str:
 
 
 def plot(out: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = list(out["arms"])
     fams = out["families"]
-    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(fams)), 4))
-    width = 0.8 / max(1, len(names))
-    for i, a in enumerate(names):
-        xs, ys, err = [], [], [[], []]
-        for j, fam in enumerate(fams):
-            f = out["arms"][a]["families"].get(fam)
-            if f is None:
-                continue
-            xs.append(j + i * width)
-            ys.append(f["accuracy"])
-            err[0].append(f["accuracy"] - f["ci95"][0])
-            err[1].append(f["ci95"][1] - f["accuracy"])
-        ax.bar(xs, ys, width, yerr=err, capsize=2, label=a)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(fams))], fams, rotation=20)
-    ax.set_ylabel("accuracy (%)")
-    ax.set_ylim(0, 105)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    series = {
+        a: [
+            (f["accuracy"], *f["ci95"]) if (f := arm["families"].get(fam)) is not None else None
+            for fam in fams
+        ]
+        for a, arm in out["arms"].items()
+    }
+    interval_bars(path, fams, series, rotation=20)
 
 
 def main() -> None:

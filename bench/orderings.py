@@ -1,29 +1,85 @@
-"""Chain-of-Agents accuracy under the four chunk orderings (default, dense, chowliu, dfs).
+"""Chain-of-Agents accuracy under the four chunk orderings (default, dense, chowliu, dfs) on
+documents whose evidence is a tree, with a memory that cannot hold every fact.
 
-    flock /tmp/chunkwise-cpu.lock .venv/bin/python bench/orderings.py            # ~15 min, 2 cores
-    .venv/bin/python bench/orderings.py --skip-model                             # scripted only
+    .venv/bin/python bench/orderings.py --skip-model --out runs/bench/orderings      # control
+    flock /tmp/chunkwise-cpu.lock .venv/bin/python bench/orderings.py \\
+        --model vllm:default-mr --n 100 --out runs/bench/orderings                   # real model
 
-Two tasks:
+**Task** (:func:`chunkwise.data.multihop.generate_tree`): variable tracking whose assignments
+form a tree, one root holding a value and ``--branches`` chains of ``--depth`` variables
+copying it, among ``--distractor-trees`` trees of the same shape holding other values and
+``--filler-sections`` sections without a fact; one section per chunk, sections in a random
+order. Two questions, each a setting: ``all`` ("Which variables are assigned the value V?",
+needs the root and every branch) and ``leaf`` ("Which value is VAR X assigned?", needs the root
+and one branch). A reader can tell that an assignment matters only once it has read the one it
+copies from, so what survives a tight memory depends on the order: the Chow-Liu claim is that
+a breadth-first walk of the similarity tree from the query's chunk keeps related chunks
+together and loses less.
 
-1. The synthetic multi-hop task (:mod:`chunkwise.data.multihop`): n documents of short sections,
-   one section per chunk, the answer's chain of facts spread over distant sections among
-   distractor chains; a memory cap that holds the answer's chain but not every fact.
-   Read by (a) a scripted reader that keeps only what its cap allows (chain facts it can
-   recognise first, then the newest others) and (b) the model.
-2. The shared L-Eval QuALITY subset with the model: the first question of each of the first
-   documents, each document cut to its first ``--quality-doc-tokens`` tokens (so that the run
-   fits a 2-core CPU; a question whose evidence lies past the cut cannot be answered).
+**Memory caps that bind**: each ``--caps`` factor times the tokens of the answer's evidence
+facts (the largest over the documents, in the reader's tokenizer); the results say for every
+setting whether the cap is below the tokens of all the document's facts (``binds``), i.e.
+whether the memory cannot hold every fact.
 
-Also printed: how well the similarities see the multi-hop structure (root = the chain's head;
-the chain's links in the spanning tree; the position at which the last chain fact is read).
-Prints one JSON object.
+**Arms**: ``scripted`` (the control, always run): :func:`~chunkwise.data.multihop.tree_reader`,
+a capped reader that keeps the facts it knows matter, then the newest others; ``model``
+(``--model``, unless ``--skip-model``): the real model with the strategy's own prompts
+(``--prompts auto``: the ``mr`` set, rewrite workers, for ``hf:default-mr``/``vllm:default-mr``).
+Documents are batched with ``ChainOfAgents.answer_many`` (``--batch`` documents stepped
+together, one ``generate`` wave per worker step), and identical requests are sent once (the
+orderings' first steps often share the query's chunk and the empty memory).
+
+**Reported** per setting and ordering: accuracy (exact: ``all`` names exactly the tree's
+variables; ``leaf`` gives the value) with n and its 95% Wilson interval, RULER's recall for
+``all``, memory truncations, calls and tokens; per setting, chowliu minus each other ordering
+with a paired bootstrap 95% interval and an exact McNemar p-value (the same documents are read
+under every ordering), and the winner, called clear only when McNemar separates it from every
+other ordering at p < 0.05. Also how well the
+similarities see the tree (``structure``): whether the Chow-Liu root is the evidence's entry
+point, the share of the answer tree's edges in the spanning tree, and per ordering the share
+of evidence edges read parent first.
+
+**Ledger**: every finished (arm, question, cap, ordering) cell is appended to
+``--out/cells.jsonl`` at once, so a crash loses at most one cell; a rerun with the same
+settings skips finished cells. Writes ``results.json``, ``table.md`` and ``orderings.png`` to
+``--out`` and prints the table.
+
+The earlier QuALITY part (6 questions on documents cut to 768 tokens) is gone: at that size
+it could not tell the orderings apart, so it was neither cheap enough to grow nor honest as
+it was.
+
+**Measured** (defaults: 3 branches of depth 2, one distractor tree, 2 filler sections: 16
+sections per document; n = 100 per cell; 2-core CPU):
+
+- Scripted control, MiniLM similarities: chowliu has the highest accuracy in all four
+  settings (``all`` 1.0x: 64 [54, 73] against dfs 61, dense 60, default 30; ``leaf`` 1.0x: 97
+  against dfs 96, dense 86, default 42) but beats dfs and dense clearly in none but ``leaf``
+  against dense (+11, paired bootstrap [4, 18]); every ordering beats the document order. With BM25,
+  dense wins ``leaf`` outright (100 against chowliu 87) and no ordering wins ``all``. The
+  similarities see the tree poorly: the spanning tree holds 40-43% of the answer tree's edges
+  with MiniLM and 19-23% with BM25, so the claim is tested against a weak proxy of the
+  dependencies, not against the dependencies themselves.
+- ``hf:default-mr`` (probes of 2 documents each): its workers carry the first relevant fact
+  forward but do not add later ones. With the ``mr`` prompt set the first worker writes the
+  asked variable's assignment (``VAR EANBE = VAR BZZRQ.``) and every later worker copies that
+  memory unchanged, also right after reading the next link; with the ``chat`` set it writes a
+  MapReduce-style rationale and copies that. On the note chains of ``multihop.generate`` a
+  head-only chunk made the ``mr`` worker loop (``Note: Note: ...``). So on this model the
+  accuracy of every ordering sits near the floor and measures the adapter, not the order;
+  a worker trained on Chain-of-Agents targets (oracle rewrite targets) is what would make the
+  model arm informative.
+- The model arm end to end (``--model hf:default-mr --n 2 --questions leaf --methods
+  default,chowliu``): 0 of 2 under both, the manager answering from a one-fact memory.
+- Cost per document (``mr`` set, 17 calls): ~6,800 prompt tokens (~400 per call, ~360 of them
+  the per-document prefix up to the part) and ~320 generated tokens; a batch of 2 documents
+  took ~10.6 s per worker step on ``hf:default-mr``.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -33,12 +89,20 @@ from typing import Any
 import numpy as np
 
 from chunkwise.data import multihop as mh
+from chunkwise.eval.ledger import Ledger, ledger_key
+from chunkwise.eval.plots import interval_bars
+from chunkwise.eval.results import wilson
 from chunkwise.llm import LLM, Completion, Request, load_llm
+from chunkwise.prompts import prompt_set
 from chunkwise.strategies import Query, get_strategy
 from chunkwise.strategies.ordering import ORDERINGS, apply_ordering, similarities
 
 METHODS = tuple(ORDERINGS)
-DEFAULT_LEVAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "leval"
+#: per-cell numbers carried from the ledger into results.json
+CELL_STATS = (
+    "memory_truncations", "llm_calls", "prompt_tokens", "completion_tokens", "seconds",
+    "prompt_kind", "prompt_version",
+)  # fmt: skip
 
 
 class CachedEmbedder:
@@ -88,6 +152,9 @@ class DedupLLM(LLM):
     def prompt_tokens(self, prompt: Any) -> int:
         return self.inner.prompt_tokens(prompt)
 
+    def as_prompt(self, text: str) -> Any:
+        return self.inner.as_prompt(text)
+
     def _key(self, r: Request) -> tuple:
         p = r.prompt if isinstance(r.prompt, str) else json.dumps(r.prompt)
         return (p, r.params)
@@ -101,234 +168,381 @@ class DedupLLM(LLM):
                 self.cache[k] = c
         return [self.cache[k] for k in keys]
 
+    def close(self) -> None:
+        self.inner.close()
 
-def _accuracy(pairs: list[tuple[str, str]]) -> float:
-    return round(sum(mh.score(p, a) for p, a in pairs) / max(1, len(pairs)), 4)
+
+# -- the task ------------------------------------------------------------------------------
 
 
-def diagnostics(records: list[dict], embedder: Any, kind: str) -> dict[str, Any]:
-    root = links = 0
+def documents(args: argparse.Namespace, question: str) -> list[dict[str, Any]]:
+    return mh.generate_tree(
+        n=args.n,
+        seed=args.seed,
+        question=question,
+        branches=args.branches,
+        depth=args.depth,
+        distractor_trees=args.distractor_trees,
+        filler_sections=args.filler_sections,
+        section_sentences=args.section_sentences,
+    )
+
+
+def cap_for(records: list[dict[str, Any]], factor: float, count: Any) -> dict[str, Any]:
+    """The memory cap for ``factor`` x the answer's evidence tokens, and whether it binds."""
+    evidence = max(
+        count(" ".join(r["meta"]["facts"][str(p)] for p in r["meta"]["evidence"])) for r in records
+    )
+    every = min(count(" ".join(r["meta"]["facts"].values())) for r in records)
+    cap = max(1, math.ceil(factor * evidence))
+    return {
+        "cap_tokens": cap,
+        "evidence_tokens_max": evidence,
+        "all_facts_tokens_min": every,
+        "binds": cap < every,
+    }
+
+
+def structure(records: list[dict[str, Any]], embedder: Any, kind: str) -> dict[str, Any]:
+    """How the similarities see the answer's tree: root, edges, parents read first."""
+    root_entry = edges_in = edges_all = 0
+    parent_first: dict[str, list[float]] = {m: [] for m in METHODS}
     last: dict[str, list[int]] = {m: [] for m in METHODS}
     for r in records:
-        S, q = similarities(r["meta"]["sections"], r["input"], kind, embedder)
-        chain = r["meta"]["chain"]
+        meta = r["meta"]
+        S, q = similarities(meta["sections"], r["input"], kind, embedder)
+        ev = meta["evidence"]
+        tree = {int(k): v for k, v in meta["tree"].items()}
+        pairs = [(tree[c], c) for c in ev if tree[c] is not None and tree[c] in ev]
         cl = apply_ordering("chowliu", S, q)
-        root += cl.root == chain[0]
-        tree = {(i, j) for i, j, _ in cl.edges}
-        links += all((min(a, b), max(a, b)) in tree for a, b in itertools.pairwise(chain))
+        # the entry point: the tree's root for `all`, the asked leaf for `leaf`
+        entry = meta["root"] if meta["question"] == "all" else ev[-1]
+        root_entry += cl.root == entry
+        span = {(min(i, j), max(i, j)) for i, j, _ in cl.edges}
+        edges_in += sum((min(p, c), max(p, c)) in span for p, c in pairs)
+        edges_all += len(pairs)
         for m in METHODS:
             order = apply_ordering(m, S, q).order
-            last[m].append(max(order.index(c) for c in chain))
+            pos = {c: k for k, c in enumerate(order)}
+            if pairs:
+                parent_first[m].append(sum(pos[p] < pos[c] for p, c in pairs) / len(pairs))
+            last[m].append(max(pos[c] for c in ev))
     n = len(records)
     return {
-        "root_is_chain_head": round(root / n, 4),
-        "chain_links_in_tree": round(links / n, 4),
-        "mean_step_reading_last_chain_fact": {
+        "chowliu_root_is_entry": round(root_entry / n, 4),
+        "tree_edges_in_spanning_tree": round(edges_in / max(1, edges_all), 4),
+        "evidence_edges_read_parent_first": {
+            m: round(float(np.mean(v)), 4) for m, v in parent_first.items() if v
+        },
+        "mean_step_reading_last_evidence": {
             m: round(float(np.mean(v)), 3) for m, v in last.items()
         },
     }
 
 
-def run_multihop(
-    llm: LLM, records: list[dict], memory_tokens: int, embedder: Any, kind: str, batch: int
+# -- cells and the ledger ------------------------------------------------------------------
+
+
+def _prompt_versions() -> list[str]:
+    return [prompt_set("chain_of_agents", k, "qa")["version"] for k in ("chat", "base", "mr")]
+
+
+def cell_key(arm: dict[str, Any], question: str, factor: float, method: str, args: Any) -> str:
+    """What makes a finished cell reusable: arm, model, prompts, task shape, cap, ordering."""
+    shape = [args.n, args.seed, args.branches, args.depth, args.distractor_trees,
+             args.filler_sections, args.section_sentences]  # fmt: skip
+    return ledger_key(
+        arm["name"], arm["model"], arm["prompts"], _prompt_versions(), question, factor, method,
+        shape, args.similarity, args.embedder if args.similarity == "dense" else None,
+    )  # fmt: skip
+
+
+def run_cell(
+    llm: LLM,
+    records: list[dict[str, Any]],
+    cap: int,
+    method: str,
+    prompts: str,
+    args: argparse.Namespace,
+    embedder: Any,
 ) -> dict[str, Any]:
-    chunk_tokens = mh.chunk_tokens_for(records, llm.count_tokens)
-    out: dict[str, Any] = {"memory_tokens": memory_tokens, "chunk_tokens": chunk_tokens}
-    acc, secs, trunc, chunks = {}, {}, {}, set()
-    preds: dict[str, list[str]] = {}
-    for m in METHODS:
-        s = get_strategy(
-            "chain_of_agents",
-            memory_tokens=memory_tokens,
-            chunk_tokens=chunk_tokens,
-            ordering=m,
-            similarity=kind,
-        )
-        t0 = time.perf_counter()
-        answers = []
-        for b in range(0, len(records), batch):
-            part = records[b : b + batch]
-            answers += s.answer_many(
-                [(r["context"], Query(r["input"])) for r in part], llm, embedder=embedder
-            )
-        secs[m] = round(time.perf_counter() - t0, 1)
-        acc[m] = _accuracy([(a.text, r["answer"]) for a, r in zip(answers, records, strict=True)])
-        trunc[m] = sum(a.stats.extra["memory_truncations"] for a in answers)
-        chunks.update(a.stats.extra["chunks"] for a in answers)
-        preds[m] = [a.text for a in answers[:3]]
-        print(
-            f"[orderings] {llm.spec or 'scripted'} {m}: acc {acc[m]} in {secs[m]} s",
-            file=sys.stderr,
-            flush=True,
-        )
-    out.update(
-        accuracy=acc,
-        seconds=secs,
-        memory_truncations=trunc,
-        chunks_per_document=sorted(chunks),
-        sample_predictions=preds,
+    s = get_strategy(
+        "chain_of_agents",
+        memory_tokens=cap,
+        chunk_tokens=mh.chunk_tokens_for(records, llm.count_tokens),
+        ordering=method,
+        similarity=args.similarity,
+        embedder=args.embedder,
+        prompts=prompts,
     )
+    t0 = time.perf_counter()
+    answers = []
+    for b in range(0, len(records), args.batch):
+        part = records[b : b + args.batch]
+        answers += s.answer_many(
+            [(r["context"], Query(r["input"])) for r in part], llm, embedder=embedder
+        )
+    seconds = time.perf_counter() - t0
+    chunks = {a.stats.extra["chunks"] for a in answers}
+    sections = {len(r["meta"]["sections"]) for r in records}
+    if chunks != sections:  # one section per chunk, or the task is not the one described
+        raise SystemExit(f"orderings: chunks per document {chunks} != sections {sections}")
+    return {
+        "scores": [mh.tree_score(a.text, r) for a, r in zip(answers, records, strict=True)],
+        "recall": [mh.tree_recall(a.text, r) for a, r in zip(answers, records, strict=True)],
+        "predictions": [a.text[:160] for a in answers],
+        "memory_truncations": sum(a.stats.extra["memory_truncations"] for a in answers),
+        "llm_calls": sum(a.stats.llm_calls for a in answers),
+        "prompt_tokens": sum(a.stats.prompt_tokens for a in answers),
+        "completion_tokens": sum(a.stats.completion_tokens for a in answers),
+        "prompt_kind": answers[0].stats.extra["prompt_kind"],
+        "prompt_version": answers[0].stats.extra["prompt_version"],
+        "seconds": round(seconds, 1),
+    }
+
+
+# -- summaries -----------------------------------------------------------------------------
+
+
+def summarize(scores: list[float]) -> dict[str, Any]:
+    k, n = round(sum(scores)), len(scores)
+    lo, hi = wilson(k, n)
+    return {
+        "accuracy": round(100 * k / n, 2) if n else None,
+        "n": n,
+        "ci95": [round(lo, 2), round(hi, 2)],
+    }
+
+
+def paired_diff(a: list[float], b: list[float], reps: int = 4000, seed: int = 0) -> dict:
+    """Mean of a - b over the same documents, in points, with a paired bootstrap 95% interval."""
+    d = np.asarray(a, float) - np.asarray(b, float)
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(reps, len(d)))].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return {
+        "points": round(100 * float(d.mean()), 2),
+        "ci95": [round(100 * float(lo), 2), round(100 * float(hi), 2)],
+    }
+
+
+def mcnemar_p(a: list[float], b: list[float]) -> float:
+    """Two-sided exact McNemar p-value for paired 0/1 outcomes (a sign test on the documents
+    where exactly one of the two is right); 1.0 when none differ."""
+    wins = sum(x > y for x, y in zip(a, b, strict=True))
+    losses = sum(x < y for x, y in zip(a, b, strict=True))
+    k, n = min(wins, losses), wins + losses
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
+
+
+def verdict(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """chowliu against each other ordering (paired), and which ordering wins, if clearly:
+    the best accuracy, clear when an exact McNemar test separates it from every other
+    ordering at p < 0.05 (a paired bootstrap is overconfident at small n)."""
+    out: dict[str, Any] = {}
+    if "chowliu" in cells:
+        out["chowliu_minus"] = {
+            m: {
+                **paired_diff(cells["chowliu"]["scores"], c["scores"]),
+                "mcnemar_p": round(mcnemar_p(cells["chowliu"]["scores"], c["scores"]), 4),
+            }
+            for m, c in cells.items()
+            if m != "chowliu"
+        }
+    acc = {m: float(np.mean(c["scores"])) for m, c in cells.items()}
+    best = max(acc, key=acc.__getitem__)
+    ties = sorted(m for m in acc if acc[m] == acc[best])
+    clear = len(ties) == 1 and all(
+        mcnemar_p(cells[best]["scores"], c["scores"]) < 0.05 for m, c in cells.items() if m != best
+    )
+    out["best"] = ties if len(ties) > 1 else best
+    out["clear"] = clear
     return out
 
 
-def run_quality(
-    llm: LLM,
-    path: Path,
-    questions: int,
-    doc_tokens: int,
-    chunk_tokens: int,
-    memory_tokens: int,
-    embedder: Any,
-    kind: str,
-) -> dict[str, Any]:
-    from chunkwise.data.leval import load_leval
-    from chunkwise.eval.qa_metrics import quality_correct
-    from chunkwise.strategies.chain_of_agents import truncate_tokens
-
-    examples, _ = load_leval("quality", path)
-    picked, seen = [], set()
-    for ex in examples:  # the first question of each document
-        if ex["doc_id"] not in seen:
-            seen.add(ex["doc_id"])
-            picked.append(ex)
-        if len(picked) == questions:
-            break
-    items = []
-    for ex in picked:
-        doc, _ = truncate_tokens(ex["context"], llm, doc_tokens)
-        items.append(
-            (doc, Query(ex["input"], task="multiple_choice", options=tuple(ex["options"])))
-        )
-    acc, secs = {}, {}
-    letters: dict[str, list[str]] = {}
-    for m in METHODS:
-        s = get_strategy(
-            "chain_of_agents",
-            memory_tokens=memory_tokens,
-            chunk_tokens=chunk_tokens,
-            ordering=m,
-            similarity=kind,
-        )
-        t0 = time.perf_counter()
-        answers = s.answer_many(items, llm, embedder=embedder)
-        secs[m] = round(time.perf_counter() - t0, 1)
-        acc[m] = round(
-            sum(
-                quality_correct(a.text, ex["answer"]["letter"], ex["options"])
-                for a, ex in zip(answers, picked, strict=True)
+def table(result: dict[str, Any]) -> str:
+    methods = result["methods"]
+    lines = [
+        "| arm | question | cap (tokens) | binds | " + " | ".join(methods) + " | winner |",
+        "|---|---|---:|---|" + "---:|" * len(methods) + "---|",
+    ]
+    for st in result["settings"]:
+        row = []
+        for m in methods:
+            c = st["cells"].get(m)
+            row.append(
+                ""
+                if c is None
+                else f"{c['accuracy']:.1f} [{c['ci95'][0]:.0f}, {c['ci95'][1]:.0f}] n={c['n']}"
             )
-            / len(picked),
-            4,
+        v = st.get("verdict", {})
+        best = v.get("best", "")
+        best = "/".join(best) if isinstance(best, list) else best
+        win = f"{best} ({'clear' if v.get('clear') else 'not clear'})" if best else ""
+        lines.append(
+            f"| {st['arm']} | {st['question']} | {st['cap_factor']}x = {st['cap_tokens']} | "
+            f"{'yes' if st['binds'] else 'NO'} | " + " | ".join(row) + f" | {win} |"
         )
-        letters[m] = [a.text.strip()[:12] for a in answers]
-        print(f"[orderings] quality {m}: acc {acc[m]} in {secs[m]} s", file=sys.stderr, flush=True)
-    gold = [ex["answer"]["letter"] for ex in picked]
-    return {
-        "questions": len(picked),
-        "doc_tokens": doc_tokens,
-        "chunk_tokens": chunk_tokens,
-        "memory_tokens": memory_tokens,
-        "chance": 0.25,
-        "majority_letter_rate": round(max(gold.count(x) for x in "ABCD") / len(gold), 4),
-        "accuracy": acc,
-        "seconds": secs,
-        "predictions": letters,
-        "gold": gold,
+    lines.append(
+        "\naccuracy % [95% Wilson interval]; winner: highest accuracy, clear when an exact "
+        "McNemar test on the same documents separates it from every other ordering (p < 0.05)"
+    )
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    settings = result["settings"]
+    if not settings:
+        return
+    groups = [f"{s['arm']}\n{s['question']} {s['cap_factor']}x" for s in settings]
+    series = {
+        m: [
+            (c["accuracy"], *c["ci95"]) if (c := st["cells"].get(m)) is not None else None
+            for st in settings
+        ]
+        for m in result["methods"]
     }
+    interval_bars(path, groups, series, fontsize=7)
 
 
-def main() -> None:
+# -- the run -------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise SystemExit(f"orderings: unknown ordering(s) {unknown}; known: {list(METHODS)}")
+    questions = [q.strip() for q in args.questions.split(",") if q.strip()]
+    factors = [float(x) for x in args.caps.split(",")]
+    if args.out.exists() and not args.out.is_dir():
+        raise SystemExit(f"orderings: --out {args.out} is a file, not a folder")
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    embedder = None
+    if args.similarity == "dense":
+        from chunkwise.embed import get_embedder
+
+        embedder = CachedEmbedder(get_embedder(args.embedder))
+    arms = [{"name": "scripted", "model": "scripted:tree_reader", "prompts": "chat"}]
+    if not args.skip_model:
+        arms.append({"name": "model", "model": args.model, "prompts": args.prompts})
+    recs = {q: documents(args, q) for q in questions}
+    result: dict[str, Any] = {
+        "task": {
+            "generator": "chunkwise.data.multihop.generate_tree",
+            "n": args.n,
+            "seed": args.seed,
+            "branches": args.branches,
+            "depth": args.depth,
+            "distractor_trees": args.distractor_trees,
+            "filler_sections": args.filler_sections,
+            "section_sentences": args.section_sentences,
+            "sections_per_document": len(recs[questions[0]][0]["meta"]["sections"]),
+        },
+        "similarity": args.similarity,
+        "embedder": args.embedder if args.similarity == "dense" else None,
+        "methods": methods,
+        "structure": {q: structure(recs[q], embedder, args.similarity) for q in questions},
+        "settings": [],
+    }
+    model: Any = None
+    t_all = time.perf_counter()
+    with Ledger(args.out / "cells.jsonl") as done:  # a line cut by a crash: that cell reruns
+        for arm in arms:
+            for q in questions:
+                for factor in factors:
+                    keys = {m: cell_key(arm, q, factor, m, args) for m in methods}
+                    if arm["name"] == "scripted":
+                        probe = mh.tree_reader(1)
+                        caps = cap_for(recs[q], factor, probe.count_tokens)
+                        llm: Any = mh.tree_reader(caps["cap_tokens"])
+                    else:
+                        if model is None and any(k not in done for k in keys.values()):
+                            t0 = time.perf_counter()
+                            model = DedupLLM(load_llm(args.model))
+                            result["model_load_seconds"] = round(time.perf_counter() - t0, 1)
+                        llm = model
+                        caps = None
+                    setting: dict[str, Any] = {
+                        "arm": arm["name"],
+                        "model": arm["model"],
+                        "question": q,
+                        "cap_factor": factor,
+                        "cells": {},
+                    }
+                    for m in methods:
+                        if keys[m] not in done:
+                            if caps is None:
+                                caps = cap_for(recs[q], factor, llm.count_tokens)
+                            row = done.put(
+                                keys[m],
+                                {**caps, **run_cell(llm, recs[q], caps["cap_tokens"], m,
+                                                    arm["prompts"], args, embedder)},
+                            )  # fmt: skip
+                            print(
+                                f"[orderings] {arm['name']} {q} {factor}x {m}: "
+                                f"{summarize(row['scores'])} in {row['seconds']} s",
+                                file=sys.stderr,
+                                flush=True,
+                            )
+                        row = done.rows[keys[m]]
+                        for k in ("cap_tokens", "evidence_tokens_max", "all_facts_tokens_min",
+                                  "binds"):  # fmt: skip
+                            setting[k] = row[k]
+                        setting["cells"][m] = {
+                            **summarize(row["scores"]),
+                            "recall": round(100 * float(np.mean(row["recall"])), 2),
+                            **{k: row[k] for k in CELL_STATS},
+                            "scores": row["scores"],
+                            "predictions": row["predictions"][:5],
+                        }
+                    setting["verdict"] = verdict(setting["cells"])
+                    result["settings"].append(setting)
+    if model is not None:
+        result["dedup_cache_hits"] = model.hits
+        model.close()
+    result["seconds"] = round(time.perf_counter() - t_all, 1)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="hf:default?batch_size=64&max_batch_tokens=65536")
-    ap.add_argument("--embedder", default="minilm")
-    ap.add_argument("--similarity", default="dense", choices=["dense", "bm25"])
-    ap.add_argument("--n", type=int, default=50)
+    ap.add_argument("--model", default="hf:default-mr", help="the real reader (model spec)")
+    ap.add_argument("--prompts", default="auto", choices=["auto", "chat", "base", "mr"])
+    ap.add_argument("--skip-model", action="store_true", help="the scripted control arm only")
+    ap.add_argument("--n", type=int, default=100, help="documents per setting")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--hops", type=int, default=3)
-    ap.add_argument("--distractor-chains", type=int, default=1)
+    ap.add_argument("--questions", default="all,leaf", help="all, leaf or both")
+    ap.add_argument("--caps", default="1.0", help="memory caps: factors of the evidence tokens")
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--branches", type=int, default=3)
+    ap.add_argument("--depth", type=int, default=2)
+    ap.add_argument("--distractor-trees", type=int, default=1)
     ap.add_argument("--filler-sections", type=int, default=2)
     ap.add_argument("--section-sentences", type=int, default=2)
-    ap.add_argument("--memory-tokens", type=int, default=40, help="model run's memory cap")
+    ap.add_argument("--similarity", default="dense", choices=["dense", "bm25"])
+    ap.add_argument("--embedder", default="minilm")
     ap.add_argument("--batch", type=int, default=50, help="documents stepped together")
-    ap.add_argument("--quality", default=str(DEFAULT_LEVAL / "quality.jsonl"))
-    ap.add_argument("--quality-questions", type=int, default=6)
-    ap.add_argument("--quality-doc-tokens", type=int, default=768)
-    ap.add_argument("--quality-chunk-tokens", type=int, default=256)
-    ap.add_argument("--quality-memory-tokens", type=int, default=48)
-    ap.add_argument("--skip-model", action="store_true", help="scripted reader only")
-    ap.add_argument("--skip-quality", action="store_true")
-    args = ap.parse_args()
-    t_all = time.perf_counter()
-
-    from chunkwise.embed import get_embedder
-
-    embedder = CachedEmbedder(get_embedder(args.embedder)) if args.similarity == "dense" else None
-    result: dict[str, Any] = {
-        "embedder": args.embedder if embedder else None,
-        "similarity": args.similarity,
-        "methods": list(METHODS),
+    ap.add_argument("--out", type=Path, default=Path("runs/bench/orderings"))
+    args = ap.parse_args(argv)
+    result = run(args)
+    (args.out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    md = table(result)
+    (args.out / "table.md").write_text(md + "\n", encoding="utf-8")
+    plot(result, args.out / "orderings.png")
+    slim = {
+        **result,
+        "settings": [
+            {**s, "cells": {m: {**c, "scores": None} for m, c in s["cells"].items()}}
+            for s in result["settings"]
+        ],
     }
-    shape = dict(
-        hops=args.hops,
-        distractor_chains=args.distractor_chains,
-        filler_sections=args.filler_sections,
-        section_sentences=args.section_sentences,
-    )
-
-    # (a) scripted readers on the task, and on a 2-hop variant; the cap holds the answer's
-    # chain (the longest one over the records) and little else
-    scripted: dict[str, Any] = {}
-    for name, shp in (("task", shape), ("2hop", dict(shape, hops=2, distractor_chains=2))):
-        probe = mh.memory_cap_reader(10**6)
-        recs = mh.generate(n=args.n, seed=args.seed, **shp)
-        cap = max(
-            probe.count_tokens(" ".join(r["meta"]["facts"][str(p)] for p in r["meta"]["chain"]))
-            for r in recs
-        )
-        reader = mh.memory_cap_reader(cap)
-        res = run_multihop(reader, recs, cap, embedder, args.similarity, args.batch)
-        res.pop("sample_predictions")
-        scripted[name] = {
-            "shape": shp,
-            "cap_tokens": cap,
-            **res,
-            "structure": diagnostics(recs, embedder, args.similarity),
-        }
-    result["multihop_scripted"] = scripted
-
-    if not args.skip_model:
-        t0 = time.perf_counter()
-        base = load_llm(args.model)
-        llm = DedupLLM(base)
-        result["model"] = args.model
-        result["model_load_seconds"] = round(time.perf_counter() - t0, 1)
-        recs = mh.generate(n=args.n, seed=args.seed, **shape)
-        sizes = [llm.count_tokens(r["context"]) for r in recs]
-        res = run_multihop(llm, recs, args.memory_tokens, embedder, args.similarity, args.batch)
-        result["multihop_model"] = {
-            "n": len(recs),
-            "shape": shape,
-            "document_tokens": {"mean": round(float(np.mean(sizes)), 1), "max": max(sizes)},
-            **res,
-            "structure": diagnostics(recs, embedder, args.similarity),
-        }
-        if not args.skip_quality and Path(args.quality).is_file():
-            result["quality_model"] = run_quality(
-                llm,
-                Path(args.quality),
-                args.quality_questions,
-                args.quality_doc_tokens,
-                args.quality_chunk_tokens,
-                args.quality_memory_tokens,
-                embedder,
-                args.similarity,
-            )
-        elif not args.skip_quality:
-            result["quality_model"] = {"skipped": f"{args.quality} not found"}
-        result["dedup_cache_hits"] = llm.hits
-        base.close()
-    result["seconds"] = round(time.perf_counter() - t_all, 1)
-    print(json.dumps(result))
+    print(json.dumps(slim))
+    print(md)
+    return result
 
 
 if __name__ == "__main__":

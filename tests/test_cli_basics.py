@@ -71,6 +71,27 @@ def test_generate_and_unknown_spec(capsys):
     assert code == 2 and "Valid forms" in err
 
 
+def test_answer_prefix_reaches_the_base_prompts(tmp_path, capsys, monkeypatch):
+    from chunkwise.llm.scripted import ScriptedLLM
+
+    seen: list[ScriptedLLM] = []
+
+    def load(spec: str) -> ScriptedLLM:
+        seen.append(ScriptedLLM(default="27182"))
+        return seen[-1]
+
+    monkeypatch.setattr("chunkwise.llm.load_llm", load)
+    doc = tmp_path / "doc.txt"
+    doc.write_text("Filler sentence. " * 40 + "The pass key is 27182.\n")
+    args = ["answer", "--strategy", "standard", "--doc", str(doc), "--question",
+            "What is the pass key?"]  # fmt: skip
+    assert run(capsys, *args, "--answer-prefix", "The pass key is")[0] == 0
+    assert run(capsys, *args)[0] == 0
+    with_prefix, without = (llm.calls[0].prompt for llm in seen)
+    assert with_prefix.endswith("What is the pass key?\nThe pass key is")
+    assert without.endswith("What is the pass key?\nAnswer:")
+
+
 def test_answer_json_and_trace(tmp_path, capsys):
     doc = tmp_path / "doc.txt"
     doc.write_text(

@@ -4,9 +4,7 @@ hashing embedder (no model); one umap warm-up for the module."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 from statistics import mean
 
 import pytest
@@ -16,10 +14,9 @@ pytest.importorskip("sklearn")
 
 from trees_helpers import EMB, Q, scripted, topic_document
 
+from bench_loader import load_bench
 from chunkwise.cli import main
 from chunkwise.strategies import Query, clustering, get_strategy
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "trees.py"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -29,10 +26,7 @@ def warm_umap():
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_trees", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("trees")
 
 
 def by_question(m) -> str:

@@ -19,6 +19,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="task family: qa, multiple_choice, summary, retrieval, code, math, dialogue",
     )
     p.add_argument("--options", help='multiple-choice options, "A|B|C|D"')
+    p.add_argument(
+        "--answer-prefix",
+        default="",
+        help='base models: the words the answer continues, e.g. "The pass key is" (default '
+        '"Answer:", after which a base model may just repeat the question)',
+    )
     p.add_argument("--chunk-tokens", type=int, help="cap on chunk size (mapreduce)")
     p.add_argument("--context-window", type=int, help="cap the window below the model's own")
     p.add_argument("--strategy-args", help="extra strategy options, k=v,k2=v2")
@@ -36,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:  # checked now: a bad path must not cost the answer
         check_output_file(args.trace, "--trace")
     options = tuple(o.strip() for o in args.options.split("|")) if args.options else ()
-    query = Query(args.question, args.task, options)
+    query = Query(args.question, args.task, options, answer_prefix=args.answer_prefix.strip())
     document = read_document(args.doc)
     kwargs: dict[str, object] = dict(parse_strategy_args(args.strategy_args))
     if args.context_window is not None:

@@ -672,30 +672,91 @@ class Conflicting(Family):
 # -- extractive QA over real text ----------------------------------------------------------
 
 
+#: a sentence of the language reference a span question may quote: plain words on one line
+_SPAN_SENTENCE = re.compile(r"[A-Z][a-z][a-z ,]{40,200}[a-z]\.")
+#: the same across the reference's hard line wraps (not across a blank line): ~12x as many
+_WRAPPED_SENTENCE = re.compile(r"(?<![\w-])[A-Z][a-z](?:[a-z ,]|\n(?!\n)){40,200}[a-z]\.")
+
+
+def reference_sections(rng: random.Random) -> list[str]:
+    """The language reference's topics (``## name`` + text) in an order drawn from ``rng``."""
+    from chunkwise.demo.documents import reference_topics
+
+    topics = reference_topics()
+    order = list(range(len(topics)))
+    rng.shuffle(order)
+    return [f"## {topics[k][0]}\n\n{topics[k][1]}" for k in order]
+
+
+def _spaced(words: Sequence[str]) -> re.Pattern[str]:
+    """``words`` with any whitespace between them (a line wrap included)."""
+    return re.compile(r"\s+".join(map(re.escape, words)))
+
+
+def span_questions(
+    context: str,
+    rng: random.Random,
+    k: int = 1,
+    *,
+    unique_answer: bool = False,
+    wrapped: bool = False,
+) -> list[tuple[str, Evidence]]:
+    """Up to ``k`` questions "which four words come right after this quoted phrase?" over
+    distinct sentences of ``context`` drawn by ``rng``: ``(question, evidence)`` pairs whose
+    evidence is the quoted phrase plus the answer (the sentence's words 7-10), a span of
+    ``context``. The quoted phrase occurs exactly once in ``context``; ``unique_answer``
+    asks that of the answer too. ``wrapped`` also takes sentences that run across line
+    wraps (phrases then match whatever whitespace the text has between their words).
+    One ``rng.shuffle`` whatever the options, so ``k=1`` draws what :class:`ExtractiveQA`
+    always drew."""
+    pattern = _WRAPPED_SENTENCE if wrapped else _SPAN_SENTENCE
+    cands = [m for m in pattern.finditer(context) if len(m.group().split()) >= 10]
+    rng.shuffle(cands)
+
+    def count(words: list[str]) -> int:
+        return len(_spaced(words).findall(context)) if wrapped else context.count(" ".join(words))
+
+    out: list[tuple[str, Evidence]] = []
+    for m in cands:
+        if len(out) >= k:
+            break
+        words = m.group().rstrip(".").split()
+        prefix = " ".join(words[:6])
+        answer = " ".join(words[6:10])
+        if count(words[:6]) != 1 or '"' in prefix:
+            continue
+        if unique_answer and count(words[6:10]) != 1:
+            continue
+        if wrapped:
+            found = _spaced(words[:10]).search(context)
+            assert found is not None  # the sentence holds it
+            s, e = found.span()
+            span_text = found.group()
+        else:
+            span_text = f"{prefix} {answer}"
+            s, e = _span(context, span_text, ExtractiveQA.name)
+        question = f'Which four words come right after "{prefix}" in the document?'
+        out.append((question, Evidence(s, e, "direct", span_text, answer)))
+    return out
+
+
 class ExtractiveQA(Family):
-    """Spans of Python's language reference: which words follow a quoted phrase?"""
+    """Spans of Python's language reference: which words follow a quoted phrase?
+    Scored by :meth:`Family.score` (the four words as a whole token run of the reply)."""
 
     name = "extractive_qa"
     topic = "the quoted phrase"
-    _SENT = re.compile(r"[A-Z][a-z][a-z ,]{40,200}[a-z]\.")
 
     def make(
         self, *, n: int, seed: int, length_tokens: int, count_tokens: CountTokens
     ) -> list[Doc]:
-        from chunkwise.demo.documents import reference_topics
-
-        topics = reference_topics()
         rng = random.Random(seed)
         out = []
         i = attempt = 0
         while len(out) < n and attempt < 20 * n:
             attempt += 1
-            order = list(range(len(topics)))
-            rng.shuffle(order)
             parts, used = [], 0
-            for k in order:
-                name, text = topics[k]
-                section = f"## {name}\n\n{text}"
+            for section in reference_sections(rng):
                 size = count_tokens(section)
                 if used + size > length_tokens:  # cut the last topic at a paragraph break
                     keep = int(len(section) * (length_tokens - used) / size)
@@ -707,32 +768,29 @@ class ExtractiveQA(Family):
                 if used >= 0.9 * length_tokens:
                     break
             context = "\n\n".join(parts)
-            cands = [m for m in self._SENT.finditer(context) if len(m.group().split()) >= 10]
-            rng.shuffle(cands)
-            for m in cands:
-                words = m.group().rstrip(".").split()
-                prefix = " ".join(words[:6])
-                answer = " ".join(words[6:10])
-                if context.count(prefix) != 1 or '"' in prefix:
-                    continue
-                span_text = f"{prefix} {answer}"
-                s, e = _span(context, span_text, self.name)
+            for question, ev in span_questions(context, rng, 1):
+                meta = {"seed": seed, "length": length_tokens}
                 out.append(
-                    Doc(
-                        f"{self.name}-{length_tokens}-{seed}-{i}",
-                        self.name,
-                        context,
-                        f'Which four words come right after "{prefix}" in the document?',
-                        answer,
-                        task="qa",
-                        max_answer_tokens=16,
-                        evidence=[Evidence(s, e, "direct", span_text, answer)],
-                        meta={"seed": seed, "length": length_tokens},
-                    )
+                    self.doc(f"{self.name}-{length_tokens}-{seed}-{i}", context, question, ev, meta)
                 )
                 i += 1
-                break
         return out
+
+    def doc(
+        self, doc_id: str, context: str, question: str, ev: Evidence, meta: dict[str, Any]
+    ) -> Doc:
+        """One span question as a document of this family (from :func:`span_questions`)."""
+        return Doc(
+            doc_id,
+            self.name,
+            context,
+            question,
+            ev.answer,
+            task="qa",
+            max_answer_tokens=16,
+            evidence=[ev],
+            meta=meta,
+        )
 
 
 #: the split `make default-mr` trains on and bench/mr_trained.py evaluates on: training uses

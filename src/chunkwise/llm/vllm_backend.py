@@ -89,7 +89,14 @@ SMALL_CPU_CORES = 4
 BASE_SPEC_FILE = "chunkwise_model.json"
 
 
+#: vLLM logs to stdout unless told otherwise, which would mix its engine log into what our
+#: commands print there (``chunkwise answer --json``); ours goes to stderr unless the caller
+#: chose a stream
+LOG_STREAM = ("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+
+
 def _import_vllm() -> Any:
+    os.environ.setdefault(*LOG_STREAM)  # before vllm.logger configures itself at import
     try:
         import vllm
     except ImportError:

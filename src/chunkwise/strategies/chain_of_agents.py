@@ -18,11 +18,19 @@ answer, did worse).
 
 Two worker modes, chosen by the prompt set (``worker_mode``):
 
-* ``rewrite`` (chat models): the worker writes the whole new memory.
+* ``rewrite`` (chat models): the worker writes the whole new memory (the paper's worker).
 * ``append`` (base models): the worker answers from the memory so far and its chunk, and its
   answer is appended to the memory; the result is cut to the cap at its head (once the memory
   is full, what was read first stays). A base model answers after "Answer:" reliably but does
   not rewrite notes on instruction (see ``prompts/chain_of_agents/base.yaml``).
+
+Three prompt sets (``prompts``): ``chat`` (instruction-following models), ``base`` (completion
+scaffolds, append mode) and ``mr``: rewrite workers phrased as the MapReduce map call, for
+a model taught that protocol and nothing else (``hf:default-mr``, ``vllm:default-mr``;
+``prompts=auto`` picks it for them). Its worker reads the memory followed by its chunk as one
+"part" and restates the facts bearing on the question under ``Extracted Information:``; that
+field (generation stops at the rationale) is the new memory. See
+``prompts/chain_of_agents/mr.yaml``.
 
 A window counts prompt and completion together, so the chunk budget also reserves the worker's
 output (the memory it writes) besides the memory it reads.
@@ -42,7 +50,7 @@ from typing import Any
 
 from chunkwise.errors import BadInput
 from chunkwise.llm import LLM, GenerationParams, Request
-from chunkwise.prompts import prompt_set
+from chunkwise.prompts import load_text, prompt_set
 from chunkwise.strategies.base import Answer, Query, Stats, Strategy, TraceEvent, register
 from chunkwise.strategies.ordering import ORDERINGS, SIMILARITIES, order_chunks
 from chunkwise.text import Chunk, chunk_budget, chunk_document
@@ -96,7 +104,8 @@ class ChainOfAgents(Strategy):
     ordering        default | dense | chowliu | dfs  (see :mod:`.ordering`)
     similarity      dense | bm25 (for every ordering but default)
     embedder        a :func:`chunkwise.embed.get_embedder` name (minilm, hashing, st:PATH)
-    prompts         auto | chat | base  (auto: chat when the model has a chat template)
+    prompts         auto | chat | base | mr  (auto: mr for hf/vllm:default-mr, else chat when
+                    the model has a chat template, else base)
     keep_on_empty   when a worker writes nothing, keep the previous memory (true) or pass on
                     nothing (false); an empty memory throws away everything read so far
     temperature     decoding temperature for every call (0 = greedy)
@@ -120,7 +129,7 @@ class ChainOfAgents(Strategy):
         for opt, value, allowed in (
             ("ordering", ordering, tuple(ORDERINGS)),
             ("similarity", similarity, SIMILARITIES),
-            ("prompts", prompts, ("auto", "chat", "base")),
+            ("prompts", prompts, ("auto", "chat", "base", "mr")),
         ):
             if value not in allowed:
                 raise BadInput(
@@ -139,7 +148,11 @@ class ChainOfAgents(Strategy):
 
     # -- prompts ----------------------------------------------------------------------------
     def kind(self, llm: LLM) -> str:
-        return self.prompts if self.prompts != "auto" else ("chat" if llm.chat else "base")
+        if self.prompts != "auto":
+            return self.prompts
+        if _is_default_mr(llm):
+            return "mr"
+        return "chat" if llm.chat else "base"
 
     def templates(self, kind: str, family: str) -> dict[str, Any]:
         return prompt_set("chain_of_agents", kind, family)
@@ -162,31 +175,53 @@ class ChainOfAgents(Strategy):
             )
         return mode
 
+    @staticmethod
+    def _memory_text(t: dict[str, Any], memory: str, empty: str, key: str = "memory_format") -> str:
+        """The memory as a prompt shows it: ``empty`` when there is none, else wrapped in the
+        prompt set's ``memory_format`` (``manager_memory_format`` for the manager)."""
+        memory = memory.strip()
+        if not memory:
+            return empty
+        return str(t.get(key, "{memory}")).format(memory=memory)
+
+    @staticmethod
+    def _calibration(t: dict[str, Any]) -> str:
+        return load_text(t["calibration_file"]) if t.get("calibration_file") else ""
+
     def worker_prompt(self, t: dict[str, Any], memory: str, chunk: str, query: Query) -> str:
         cap = self.memory_cap(t)
         empty = "" if self.worker_mode(t) == "append" else t["empty_memory"]
         return self._render(
             t["worker"],
             chunk=chunk,
-            memory=memory.strip() or empty,
+            memory=self._memory_text(t, memory, empty),
             question=query.render(),
             memory_words=max(1, int(cap * 0.7)),
             hint=t.get("hint", ""),
+            calibration=self._calibration(t),
             answer_prefix=query.answer_prefix or "Answer:",
         )
 
     def manager_prompt(self, t: dict[str, Any], memory: str, query: Query) -> str:
         return self._render(
             t["manager"],
-            memory=memory.strip() or t["empty_memory"],
+            memory=self._memory_text(
+                t, memory, t.get("manager_empty_memory", t["empty_memory"]), "manager_memory_format"
+            ),
             question=query.render(),
             hint=t.get("hint", ""),
+            calibration=self._calibration(t),
             answer_prefix=query.answer_prefix or "Answer:",
         )
 
+    def worker_max_new_tokens(self, t: dict[str, Any]) -> int:
+        """The memory cap plus what the prompt set lets a worker write besides the memory
+        (``worker_extra_tokens``, e.g. a field label that is removed)."""
+        return self.memory_cap(t) + int(t.get("worker_extra_tokens", 0))
+
     def _worker_params(self, t: dict[str, Any]) -> GenerationParams:
         return GenerationParams(
-            max_new_tokens=self.memory_cap(t),
+            max_new_tokens=self.worker_max_new_tokens(t),
             temperature=self.temperature,
             stop=tuple(t.get("worker_stop", [])),
         )
@@ -206,11 +241,12 @@ class ChainOfAgents(Strategy):
         with_q = llm.prompt_tokens(llm.as_prompt(self.worker_prompt(t, "", "", query)))
         question = llm.count_tokens(query.render())
         try:
-            budget = chunk_budget(window, with_q, cap, cap)
+            budget = chunk_budget(window, with_q, cap, self.worker_max_new_tokens(t))
         except BadInput:
             raise BadInput(
                 f"chain_of_agents: no room for a chunk: window {window} - instruction and "
-                f"question {with_q} - memory read {cap} - memory written {cap} tokens (and a "
+                f"question {with_q} - memory read {cap} - memory written "
+                f"{self.worker_max_new_tokens(t)} tokens (and a "
                 "16-token margin) leaves nothing; use a larger --context-window, a smaller "
                 "memory_tokens or a shorter question"
             ) from None
@@ -331,7 +367,7 @@ class ChainOfAgents(Strategy):
             added = " ".join((out.text or "").split())
             raw = f"{c.memory} {added}".strip() if added else c.memory
         else:
-            raw = _clean_memory(out.text)
+            raw = _clean_memory(out.text, c.templates)
         memory, n = truncate_tokens(raw, llm, cap)
         truncated = memory != raw
         if truncated:
@@ -346,6 +382,7 @@ class ChainOfAgents(Strategy):
                 "worker",
                 [idx],
                 {
+                    "raw": out.text,
                     "memory": memory,
                     "memory_tokens": n,
                     "truncated": truncated,
@@ -364,21 +401,41 @@ class ChainOfAgents(Strategy):
 _NOTE_LABELS = ("notes:", "new notes:", "updated notes:", "running summary:", "summary:")
 
 
-def _clean_memory(text: str) -> str:
+def _clean_memory(text: str, t: dict[str, Any] | None = None) -> str:
+    """A rewrite worker's output as memory: its label removed (the prompt set's
+    ``memory_label``, or a notes label), and "" when it only says there is nothing
+    (``empty_markers``)."""
+    t = t or {}
     out = (text or "").strip()
     low = out.lower()
-    for label in _NOTE_LABELS:
+    labels = [str(t["memory_label"]).lower()] if t.get("memory_label") else []
+    for label in (*labels, *_NOTE_LABELS):
         if low.startswith(label):
-            return out[len(label) :].strip()
+            out = out[len(label) :].strip()
+            break
+    markers = {" ".join(str(m).lower().split()) for m in t.get("empty_markers", [])}
+    if " ".join(out.lower().split()) in markers:
+        return ""
     return out
 
 
 def _answer_text(raw: str, kind: str) -> str:
     text = (raw or "").strip()
     at = text.rfind("Answer:")
-    if kind == "chat" and at != -1:
+    if kind in ("chat", "mr") and at != -1:
         return text[at + len("Answer:") :].strip()
     return text
+
+
+def _is_default_mr(llm: LLM) -> bool:
+    """Whether ``llm`` is the embedded model with its MapReduce adapter (hf/vllm:default-mr)."""
+    from chunkwise.llm.spec import parse_spec
+
+    try:
+        ms = parse_spec(llm.spec or "")
+    except BadInput:
+        return False
+    return ms.backend in ("hf", "vllm") and ms.target == "default-mr" and ms.adapter is None
 
 
 __all__ = ["ChainOfAgents", "truncate_tokens"]
