@@ -25,6 +25,10 @@ MODEL_NAME = "gemma-3-270m-q4_k_m"
 #: where the real model lives on the hub, for users with network access
 HUB_ID = "google/gemma-3-270m"
 _MARKER = "chunkwise-converted.json"
+#: bumped when a conversion made by an older chunkwise must be redone: 2 = the tokenizer is
+#: checked to put <bos> first (transformers 5.19's GGUF conversion, which `make vllm`'s
+#: environment has, leaves it out, and Gemma without <bos> writes nonsense)
+CONVERSION_FORMAT = 2
 
 
 def cache_root() -> Path:
@@ -56,13 +60,40 @@ def _lock(path: Path) -> Iterator[None]:
 def converted_dir() -> Path:
     """Folder with the converted safetensors checkpoint, converting on first use."""
     out = cache_root() / "models" / MODEL_NAME
-    if (out / _MARKER).exists():
+    if _current(out):
         return out
     with _lock(cache_root() / "models" / f".{MODEL_NAME}.lock"):
-        if (out / _MARKER).exists():
+        if _current(out):
             return out
+        if (out / _MARKER).exists():
+            log.warning("%s was converted by an older chunkwise; converting it again", out)
         _convert(out)
     return out
+
+
+def _current(out: Path) -> bool:
+    try:
+        marker = json.loads((out / _MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and marker.get("format", 1) >= CONVERSION_FORMAT
+
+
+def ensure_bos(tokenizer) -> None:  # noqa: ANN001 - a transformers tokenizer
+    """Make ``tokenizer`` put its <bos> token first, as Gemma was trained; some transformers
+    versions' GGUF conversions leave the post-processor empty."""
+    bos, bos_id = tokenizer.bos_token, tokenizer.bos_token_id
+    if bos is None or bos_id is None or tokenizer("a")["input_ids"][:1] == [bos_id]:
+        return
+    from tokenizers.processors import TemplateProcessing
+
+    if hasattr(tokenizer, "add_bos_token"):
+        tokenizer.add_bos_token = True
+    tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A {bos}:1 $B:1", special_tokens=[(bos, bos_id)]
+    )
+    if tokenizer("a")["input_ids"][:1] != [bos_id]:
+        raise RuntimeError("could not make the embedded tokenizer put <bos> first")
 
 
 def _convert(out: Path) -> None:
@@ -78,6 +109,7 @@ def _convert(out: Path) -> None:
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
+    ensure_bos(tokenizer)
     log.info("tokenizer converted in %.0f s; dequantizing weights...", time.perf_counter() - t0)
     model = AutoModelForCausalLM.from_pretrained(str(src.parent), gguf_file=src.name)
     # The GGUF loader leaves a quantization config that blocks save_pretrained; the weights
@@ -88,7 +120,9 @@ def _convert(out: Path) -> None:
     model.hf_quantizer = None
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    (tmp / _MARKER).write_text(json.dumps({"source": str(src), "hub_id": HUB_ID}))
+    (tmp / _MARKER).write_text(
+        json.dumps({"source": str(src), "hub_id": HUB_ID, "format": CONVERSION_FORMAT})
+    )
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
     log.info("converted hf:default in %.0f s", time.perf_counter() - t0)
