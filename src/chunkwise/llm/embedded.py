@@ -16,6 +16,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from chunkwise.errors import MissingDependency
 
@@ -79,7 +80,7 @@ def _current(out: Path) -> bool:
     return isinstance(marker, dict) and marker.get("format", 1) >= CONVERSION_FORMAT
 
 
-def ensure_bos(tokenizer) -> None:  # noqa: ANN001 - a transformers tokenizer
+def ensure_bos(tokenizer: Any) -> None:
     """Make ``tokenizer`` put its <bos> token first, as Gemma was trained; some transformers
     versions' GGUF conversions leave the post-processor empty."""
     bos, bos_id = tokenizer.bos_token, tokenizer.bos_token_id
