@@ -154,16 +154,17 @@ def run_model(spec: str, args: argparse.Namespace, ledger: Ledger) -> dict:
         n = args.n_at[length]
         return ledger_key(spec, args.task, length, run, n, args.seed, args.window)
 
-    todo = [(x, r) for x in lengths for r in runs if ledger.get(cell_key(x, r)) is None]
+    rate_row = ledger.get(rate_key)
     llm = None
-    if todo or ledger.get(rate_key) is None:
+    if rate_row is None or any(cell_key(x, r) not in ledger for x in lengths for r in runs):
         llm = load_llm(spec)
-        if ledger.get(rate_key) is None:
-            ledger.put(rate_key, {"rates": prefill_rates(llm), "full_window": llm.context_window})
-    rates = ledger.get(rate_key)["rates"]
+        if rate_row is None:
+            rates = {"rates": prefill_rates(llm), "full_window": llm.context_window}
+            rate_row = ledger.put(rate_key, rates)
+    rates = rate_row["rates"]
     rate = max(rates.values())
     result: dict = {"model": spec, "prefill_tok_per_s": rates, "lengths": {}}
-    result["full_window"] = ledger.get(rate_key)["full_window"]
+    result["full_window"] = rate_row["full_window"]
     for length in lengths:
         per_len: dict = {}
         records = None
@@ -178,9 +179,8 @@ def run_model(spec: str, args: argparse.Namespace, ledger: Ledger) -> dict:
                 name, window = RUNS[key]
                 cell = run_cell(llm, task, records, name, args.window if window else None)
                 cell["doc_tokens_total"] = doc_tokens
-                ledger.put(cell_key(length, key), cell)
+                row = ledger.put(cell_key(length, key), cell)
                 print(json.dumps({"model": spec, "length": length, "run": key, **cell}), flush=True)
-                row = ledger.get(cell_key(length, key))
             cell = {k: v for k, v in row.items() if k != "key"}
             floor = cell["doc_tokens_total"] / rate
             cell["floor_s"] = round(floor, 3)
