@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chunkwise.errors import BadInput
 from chunkwise.eval.ledger import Ledger, ledger_key
 from chunkwise.eval.results import wilson
 from chunkwise.llm import GenerationParams, Request, load_llm
@@ -275,8 +276,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.out.exists() and not args.out.is_dir():
         ap.error(f"--out {args.out} is a file, not a folder")
     args.out.mkdir(parents=True, exist_ok=True)
-    with Ledger(args.out / "cells.jsonl") as ledger:
-        results = {spec: run_model(spec, args, ledger) for spec in args.model.split(",") if spec}
+    try:
+        with Ledger(args.out / "cells.jsonl") as ledger:
+            results = {s: run_model(s, args, ledger) for s in args.model.split(",") if s}
+    except BadInput as e:  # a bad model spec, an unreadable ledger: said, not a traceback
+        ap.exit(2, f"mapreduce_vs_standard.py: error: {e}\n")
     first_spec, first = next(iter(results.items()))
     ratios = {}
     for spec, res in results.items():

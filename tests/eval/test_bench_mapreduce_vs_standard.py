@@ -95,6 +95,17 @@ def test_bad_arguments_are_refused(bench, tmp_path):
         assert e.value.code == 2
 
 
+def test_a_bad_model_or_a_broken_ledger_is_said_not_raised(bench, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--model", "bogus:x", "--lengths", "100", "--out", str(tmp_path / "a")])
+    assert e.value.code == 2 and "bogus:x" in capsys.readouterr().err
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "cells.jsonl").write_text('{"key": "a"}\n{cut\n{"key": "b"}\n')
+    with pytest.raises(SystemExit) as e:
+        bench.main(_argv(tmp_path / "b"))
+    assert e.value.code == 2 and "cells.jsonl:2" in capsys.readouterr().err
+
+
 def test_wilson_interval():
     lo, hi = wilson(5, 5)
     assert (round(lo, 1), hi) == (56.6, 100.0)
