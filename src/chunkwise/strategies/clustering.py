@@ -22,12 +22,19 @@ when clustering cannot split it further.
 ``umap-learn`` compiles its kernels with numba on the first fit in a process (~40 s on our
 machines). :func:`warm_up` pays that once and returns the seconds it took, so builds can
 report it apart from their own time.
+
+numba runs those kernels on its ``workqueue`` threading layer here, not on OpenMP
+(:data:`NUMBA_LAYER`; a caller's ``NUMBA_THREADING_LAYER`` wins): once numba's OpenMP pool
+existed in a process that also held a vLLM engine, MiniLM embeddings in that process ran 10x
+slower (120 windows: 5.8 s before the engine started, 69.5 s after, 7.0 s with workqueue; a
+2-core EPYC), which made every summary-tree build beside vLLM mostly embedding time.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 import warnings
@@ -49,11 +56,28 @@ BIC_SEED = 224
 GMM_SEED = 0
 LOCAL_NEIGHBOURS = 10
 
+#: numba's threading layer for UMAP unless the caller chose one (see the module docstring)
+NUMBA_LAYER = "workqueue"
+
 _WARM_LOCK = threading.Lock()
 _WARM: dict[str, float] = {}
 
 
+def _pin_numba_layer() -> None:
+    """Make numba use :data:`NUMBA_LAYER` unless ``NUMBA_THREADING_LAYER`` is set (numba reads
+    the variable at import; its config is set too in case it was imported already)."""
+    if "NUMBA_THREADING_LAYER" in os.environ:
+        return
+    os.environ["NUMBA_THREADING_LAYER"] = NUMBA_LAYER
+    try:
+        from numba.core import config
+    except ImportError:
+        return
+    config.THREADING_LAYER = NUMBA_LAYER
+
+
 def _umap_module() -> Any:
+    _pin_numba_layer()
     try:
         import umap
     except ImportError:
