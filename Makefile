@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.chunkwise-installed
 
-.PHONY: install wordnet demo test test-fast lint format bench clean vllm default-mr
+.PHONY: install wordnet demo test test-fast lint format bench clean vllm default-mr default-coa
 
 install: $(STAMP)
 
@@ -96,6 +96,20 @@ default-mr: install
 	  --data.paths='[$(DEFAULT_MR_OUT)/synth/retrieval/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/reasoning/data/oracle.jsonl]' \
 	  --output_dir=$(DEFAULT_MR_OUT)/train
 	$(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_MR_OUT)/train
+
+# hf:default-coa from scratch: the Chain-of-Agents oracle's calls on tree-shaped variable
+# tracking (seeds from 1,000,000; bench/orderings.py reads seeds from 0) -> LoRA in standard
+# mode on those chat records (recipes/embedded/default-coa.yaml, ~45 min on 2 CPU cores) -> the
+# adapter copied into src/chunkwise/models/default_coa (package data; commit it). Then measure
+# it with bench/orderings.py --model vllm:default-coa.
+DEFAULT_COA_OUT ?= runs/default-coa
+default-coa: install
+	$(BIN)/python -m chunkwise.synth.coa_oracle --out $(DEFAULT_COA_OUT)/data/coa.jsonl \
+	  --groups 1 --group-size 8 --no-progress
+	WANDB_MODE=offline $(BIN)/accelerate launch --cpu --num_processes 1 --num_machines 1 \
+	  --mixed_precision no --dynamo_backend no train/sft.py recipes/embedded/default-coa.yaml \
+	  --data.paths='[$(DEFAULT_COA_OUT)/data/coa.jsonl]' --output_dir=$(DEFAULT_COA_OUT)/train
+	$(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_COA_OUT)/train --name default-coa
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -19,6 +19,14 @@ def test_without_an_adapter_it_says_to_run_make_default_mr(tmp_path, monkeypatch
         default_mr.strategy_args()
 
 
+def test_each_packaged_adapter_names_its_own_make_target(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHUNKWISE_DEFAULT_COA", str(tmp_path / "none"))
+    with pytest.raises(BadInput, match="hf:default-coa .*make default-coa"):
+        load_llm("vllm:default-coa")
+    with pytest.raises(BadInput, match="no packaged adapter 'default-xyz'"):
+        default_mr.package_dir("default-xyz")
+
+
 def test_resolves_to_an_adapter_folder_with_the_chat_template(tmp_path, monkeypatch):
     pkg = tmp_path / "pkg"
     pkg.mkdir()

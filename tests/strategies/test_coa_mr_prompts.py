@@ -36,6 +36,7 @@ def test_auto_picks_the_mr_set_for_default_mr_only():
     s = get_strategy("chain_of_agents")
     assert s.kind(mr_llm(str)) == "mr"
     assert s.kind(mr_llm(str, spec="vllm:default-mr?max_model_len=4096")) == "mr"
+    assert s.kind(mr_llm(str, spec="hf:default-coa")) == "mr"  # the head trained on this set
     assert s.kind(mr_llm(str, spec="hf:default?chat=on")) == "chat"
     assert s.kind(mr_llm(str, spec="")) == "chat"
     base = ScriptedLLM()

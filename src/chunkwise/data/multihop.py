@@ -359,7 +359,7 @@ TREE_QUESTIONS = {
     "leaf": "Which value is VAR {name} assigned?",
 }
 _ASSIGN = re.compile(r"VAR (?P<name>[A-Z]{5}) = (?:VAR (?P<parent>[A-Z]{5})|(?P<value>\d{5}))\.")
-_TREE_Q = re.compile(
+TREE_QUESTION = _TREE_Q = re.compile(
     r"Which variables are assigned the value (?P<value>\d{5})\?"
     r"|Which value is VAR (?P<name>[A-Z]{5}) assigned\?"
 )
@@ -599,6 +599,14 @@ def keep_tree_facts(
     return _keep_within(pool, relevant, cap, count)
 
 
+def tree_support(facts: Sequence[str], question: str) -> list[str]:
+    """The assignments of ``facts`` an answer to a tree question follows, in read order: the
+    value's holders' for ``all``, the asked variable's path upwards for ``leaf``."""
+    value, name = _tree_target(question)
+    on = set(holders(facts, value)) if value is not None else set(_path_up(facts, name or ""))
+    return [f for f in facts if (m := _ASSIGN.fullmatch(f)) is not None and m.group("name") in on]
+
+
 def tree_reader(cap: int, window: int = 8192):
     """The scripted capped reader for :func:`generate_tree` documents (chat prompt set): as a
     worker it keeps :func:`keep_tree_facts` under ``cap`` tokens; as the manager it answers
@@ -642,6 +650,7 @@ __all__ = [
     "NAMES",
     "OBJECTS",
     "QUESTION",
+    "TREE_QUESTION",
     "TREE_QUESTIONS",
     "assignments_in",
     "chain_names",
@@ -659,5 +668,6 @@ __all__ = [
     "tree_reader",
     "tree_recall",
     "tree_score",
+    "tree_support",
     "value_of",
 ]

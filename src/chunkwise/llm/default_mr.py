@@ -1,6 +1,8 @@
 """``hf:default-mr``: the embedded Gemma-3-270M with the LoRA adapter that teaches it the
 MapReduce protocol (trained by ``make default-mr`` from oracle records, shipped as package data
-in ``chunkwise/models/default_mr/``).
+in ``chunkwise/models/default_mr/``), and its sibling ``hf:default-coa``, the Chain-of-Agents
+worker/manager head (``make default-coa``, ``chunkwise/models/default_coa/``): the embedded
+model's packaged adapters (:data:`PACKAGED`). Every function takes the adapter's name.
 
 The adapter alone is shipped (a few MB); the tokenizer is the embedded model's, with the chat
 template the adapter was trained under (``prompts/mapreduce/gemma_chat.jinja``). On first use
@@ -22,29 +24,42 @@ from typing import Any
 from chunkwise.errors import BadInput
 
 NAME = "default-mr"
+#: packaged adapter name -> (package folder, env variable that overrides it, make target)
+PACKAGED: dict[str, tuple[str, str, str]] = {
+    "default-mr": ("default_mr", "CHUNKWISE_DEFAULT_MR", "default-mr"),
+    "default-coa": ("default_coa", "CHUNKWISE_DEFAULT_COA", "default-coa"),
+}
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 #: written beside the adapter by `make default-mr`: the mapreduce options it was trained with
 STRATEGY_FILE = "strategy.json"
 TEMPLATE = "mapreduce/gemma_chat.jinja"
 #: decoding-only mapreduce options written into strategy.json beside the trained ones: the
-#: oracle teaches this adapter to quote its evidence, so a retrieval finding whose quote is not
-#: in its chunk is made up (chunkwise.strategies.grounding)
+#: oracle teaches the MapReduce adapter to quote its evidence, so a retrieval finding whose
+#: quote is not in its chunk is made up (chunkwise.strategies.grounding)
 DECODING: dict[str, Any] = {"grounding": True}
 
 
-def package_dir() -> Path:
-    """Where the committed adapter lives (``CHUNKWISE_DEFAULT_MR`` overrides, for tests)."""
-    override = os.environ.get("CHUNKWISE_DEFAULT_MR")
+def _entry(name: str) -> tuple[str, str, str]:
+    if name not in PACKAGED:
+        raise BadInput(f"no packaged adapter {name!r}; known: {', '.join(PACKAGED)}")
+    return PACKAGED[name]
+
+
+def package_dir(name: str = NAME) -> Path:
+    """Where the committed adapter lives (its env variable, e.g. ``CHUNKWISE_DEFAULT_MR``,
+    overrides, for tests)."""
+    folder, env, _ = _entry(name)
+    override = os.environ.get(env)
     if override:
         return Path(override)
-    return Path(str(resources.files("chunkwise") / "models" / "default_mr"))
+    return Path(str(resources.files("chunkwise") / "models" / folder))
 
 
-def _missing() -> BadInput:
+def _missing(name: str = NAME) -> BadInput:
     return BadInput(
-        f"hf:{NAME} has no trained adapter in this installation ({package_dir()} holds no "
-        "adapter_model.safetensors): run `make default-mr` to train it from oracle records "
-        "(45-100 minutes on 2 CPU cores), or use hf:default"
+        f"hf:{name} has no trained adapter in this installation ({package_dir(name)} holds no "
+        f"adapter_model.safetensors): run `make {_entry(name)[2]}` to train it from oracle "
+        "records, or use hf:default"
     )
 
 
@@ -52,20 +67,20 @@ def chat_template() -> str:
     return (resources.files("chunkwise.prompts") / TEMPLATE).read_text(encoding="utf-8")
 
 
-def strategy_args() -> dict[str, Any]:
+def strategy_args(name: str = NAME) -> dict[str, Any]:
     """The mapreduce options the committed adapter was trained with (e.g. chunk_tokens)."""
-    path = package_dir() / STRATEGY_FILE
+    path = package_dir(name) / STRATEGY_FILE
     if not path.is_file():
-        raise _missing()
+        raise _missing(name)
     data = json.loads(path.read_text(encoding="utf-8"))
     return dict(data.get("mapreduce", {}))
 
 
-def model_dir() -> Path:
-    """A loadable adapter folder for ``hf:default-mr`` (built once per adapter version)."""
-    src = package_dir()
+def model_dir(name: str = NAME) -> Path:
+    """A loadable adapter folder for ``hf:<name>`` (built once per adapter version)."""
+    src = package_dir(name)
     if not all((src / f).is_file() for f in ADAPTER_FILES):
-        raise _missing()
+        raise _missing(name)
     from chunkwise.llm.embedded import cache_root, converted_dir
 
     digest = hashlib.sha256()
@@ -73,7 +88,7 @@ def model_dir() -> Path:
         digest.update((src / f).read_bytes())
     template = chat_template()
     digest.update(template.encode())
-    out = cache_root() / "models" / f"{NAME}-{digest.hexdigest()[:12]}"
+    out = cache_root() / "models" / f"{name}-{digest.hexdigest()[:12]}"
     if (out / "chunkwise_model.json").exists():
         return out
     base = converted_dir()
@@ -152,12 +167,12 @@ def counting_llm(window: int = 32768) -> Any:
 
 
 def resolve(spec: Any) -> Any:
-    """``hf:default-mr?opts`` (or ``vllm:default-mr?opts``) as the spec of its adapter folder
-    on the same backend (options kept)."""
+    """``hf:default-mr?opts`` (or ``vllm:default-mr?opts``, or another name of
+    :data:`PACKAGED`) as the spec of its adapter folder on the same backend (options kept)."""
     from chunkwise.llm.spec import ModelSpec
 
     opts = {"chat": "on", **spec.options}
-    return ModelSpec(spec.backend, str(model_dir()), opts, None, spec.raw)
+    return ModelSpec(spec.backend, str(model_dir(spec.target)), opts, None, spec.raw)
 
 
 def _save_half(src: Path, dest: Path) -> None:
@@ -173,12 +188,13 @@ def _save_half(src: Path, dest: Path) -> None:
     save_file(tensors, str(dest), metadata={"format": "pt"})
 
 
-def install(train_dir: Path, dest: Path | None = None) -> Path:
-    """Copy a finished training run's adapter into the package data (``make default-mr``),
-    with the mapreduce options of its recipe (decoding must use the same ones)."""
+def install(train_dir: Path, dest: Path | None = None, name: str = NAME) -> Path:
+    """Copy a finished training run's adapter into the package data (``make default-mr``,
+    ``make default-coa``), with the mapreduce options of its recipe (decoding must use the
+    same ones)."""
     import yaml
 
-    dest = dest or package_dir()
+    dest = dest or package_dir(name)
     missing = [f for f in ADAPTER_FILES if not (train_dir / f).is_file()]
     if missing:
         raise BadInput(f"{train_dir} is not a finished LoRA run: no {', '.join(missing)}")
@@ -210,17 +226,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m chunkwise.llm.default_mr")
     ap.add_argument("command", choices=["install"])
     ap.add_argument("train_dir", type=Path)
+    ap.add_argument("--name", default=NAME, choices=sorted(PACKAGED))
     args = ap.parse_args(argv)
     try:
-        print(install(args.train_dir))
+        print(install(args.train_dir, name=args.name))
     except BadInput as e:
-        print(f"default-mr install: error: {e}", file=sys.stderr)
+        print(f"{args.name} install: error: {e}", file=sys.stderr)
         return 2
     return 0
 
 
 __all__ = [
     "NAME",
+    "PACKAGED",
     "chat_template",
     "counting_llm",
     "install",

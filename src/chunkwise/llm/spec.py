@@ -5,6 +5,8 @@ Forms (options after ``?`` as ``key=value`` pairs joined by ``&``)::
     hf:default                          the embedded Gemma-3-270M (base), CPU
     hf:default-mr                       the same with its MapReduce-protocol LoRA adapter
                                         (package data; `make default-mr` trains it)
+    hf:default-coa                      the same with its Chain-of-Agents worker/manager
+                                        adapter (`make default-coa`)
     hf:/path/or/hub-id                  any transformers causal LM
     hf:BASE+adapter=/path/lora          a LoRA adapter over BASE (peft), merged into the
                                         weights for decoding unless ?merge=off
@@ -27,6 +29,7 @@ from urllib.parse import parse_qsl
 
 from chunkwise.errors import BadInput
 from chunkwise.llm.base import LLM
+from chunkwise.llm.default_mr import PACKAGED as PACKAGED_ADAPTERS
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +132,8 @@ def load_llm(spec: str | ModelSpec, **overrides: str) -> LLM:
     ms = parse_spec(spec) if isinstance(spec, str) else spec
     if overrides:
         ms = ModelSpec(ms.backend, ms.target, {**ms.options, **overrides}, ms.adapter, ms.raw)
-    if ms.backend in ("hf", "vllm") and ms.target == "default-mr" and ms.adapter is None:
-        from chunkwise.llm import default_mr  # the embedded model's MapReduce adapter
+    if ms.backend in ("hf", "vllm") and ms.target in PACKAGED_ADAPTERS and ms.adapter is None:
+        from chunkwise.llm import default_mr  # the embedded model's packaged adapters
 
         ms = default_mr.resolve(ms)
     module_name, func_name = BACKENDS[ms.backend].split(":")

@@ -104,7 +104,7 @@ class ChainOfAgents(Strategy):
     ordering        default | dense | chowliu | dfs  (see :mod:`.ordering`)
     similarity      dense | bm25 (for every ordering but default)
     embedder        a :func:`chunkwise.embed.get_embedder` name (minilm, hashing, st:PATH)
-    prompts         auto | chat | base | mr  (auto: mr for hf/vllm:default-mr, else chat when
+    prompts         auto | chat | base | mr  (auto: mr for hf/vllm:default-mr/-coa, else chat when
                     the model has a chat template, else base)
     keep_on_empty   when a worker writes nothing, keep the previous memory (true) or pass on
                     nothing (false); an empty memory throws away everything read so far
@@ -428,14 +428,15 @@ def _answer_text(raw: str, kind: str) -> str:
 
 
 def _is_default_mr(llm: LLM) -> bool:
-    """Whether ``llm`` is the embedded model with its MapReduce adapter (hf/vllm:default-mr)."""
-    from chunkwise.llm.spec import parse_spec
+    """Whether ``llm`` is the embedded model with one of its packaged adapters, taught the
+    MapReduce map call (hf/vllm:default-mr) or trained on this set (hf/vllm:default-coa)."""
+    from chunkwise.llm.spec import PACKAGED_ADAPTERS, parse_spec
 
     try:
         ms = parse_spec(llm.spec or "")
     except BadInput:
         return False
-    return ms.backend in ("hf", "vllm") and ms.target == "default-mr" and ms.adapter is None
+    return ms.backend in ("hf", "vllm") and ms.target in PACKAGED_ADAPTERS and ms.adapter is None
 
 
 __all__ = ["ChainOfAgents", "truncate_tokens"]
