@@ -202,7 +202,7 @@ def install(train_dir: Path, dest: Path | None = None, name: str = NAME) -> Path
     recipe = yaml.safe_load(recipe_path.read_text(encoding="utf-8")) if recipe_path.exists() else {}
     data = recipe.get("data", {}) if isinstance(recipe, dict) else {}
     mr = {
-        **DECODING,
+        **(DECODING if name == NAME else {}),
         **dict(data.get("mapreduce") or {}),
         "window": int(data.get("window", 4096)),
     }

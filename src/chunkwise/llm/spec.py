@@ -29,7 +29,6 @@ from urllib.parse import parse_qsl
 
 from chunkwise.errors import BadInput
 from chunkwise.llm.base import LLM
-from chunkwise.llm.default_mr import PACKAGED as PACKAGED_ADAPTERS
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +84,10 @@ class ModelSpec:
 
 # backend name -> "module:function" that builds an LLM from a ModelSpec (imported lazily so that
 # `chunkwise --help` does not pay for torch).
+#: the embedded model's packaged adapters (names of chunkwise.llm.default_mr.PACKAGED; kept
+#: here so that parsing a spec does not import that module, which also runs as a script)
+PACKAGED_ADAPTERS = ("default-mr", "default-coa")
+
 BACKENDS: dict[str, str] = {
     "hf": "chunkwise.llm.hf:load",
     "openai": "chunkwise.llm.openai_compat:load",

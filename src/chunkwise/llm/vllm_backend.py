@@ -453,6 +453,7 @@ def load(spec: ModelSpec) -> LLM:
         if (Path(spec.adapter) / "tokenizer_config.json").is_file():
             kwargs["tokenizer"] = spec.adapter  # its chat template is the one it was trained on
     log.info("starting vLLM engine: %s", kwargs)
+    exit_on_sigterm()
     with scoped_env("VLLM_CPU_NUM_OF_RESERVED_CPU", None if reserved is None else str(reserved)):
         engine = vllm.LLM(**kwargs)  # its worker processes read the environment as they start
     window = ctx if ctx is not None else _max_model_len(engine)
@@ -463,6 +464,27 @@ def load(spec: ModelSpec) -> LLM:
         chat=spec.bool_opt("chat"),
         lora_request=lora_request,
     )
+
+
+def exit_on_sigterm() -> bool:
+    """Make SIGTERM end this process as an exception would, so that the engine's processes are
+    shut down with it. Python's default SIGTERM kills the interpreter without unwinding; the
+    engine core and its worker were then left behind (measured: a killed bench's worker kept
+    both cores busy and 6 GB of memory). Only from the main thread, and only when nobody
+    installed a handler already. Returns whether it installed one."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return False
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _raise)
+    return True
 
 
 #: ranks vLLM accepts as ``max_lora_rank``
