@@ -2,8 +2,8 @@
 documents whose evidence is a tree, with a memory that cannot hold every fact.
 
     .venv/bin/python bench/orderings.py --skip-model --out runs/bench/orderings      # control
-    flock /tmp/chunkwise-cpu.lock .venv/bin/python bench/orderings.py \\
-        --model vllm:default-mr --n 100 --out runs/bench/orderings                   # real model
+    .venv-vllm/bin/python bench/orderings.py --model vllm:default-coa --n 100 \\
+        --questions leaf --out runs/bench/orderings_coa                              # real model
 
 **Task** (:func:`chunkwise.data.multihop.generate_tree`): variable tracking whose assignments
 form a tree, one root holding a value and ``--branches`` chains of ``--depth`` variables
@@ -24,7 +24,8 @@ whether the memory cannot hold every fact.
 **Arms**: ``scripted`` (the control, always run): :func:`~chunkwise.data.multihop.tree_reader`,
 a capped reader that keeps the facts it knows matter, then the newest others; ``model``
 (``--model``, unless ``--skip-model``): the real model with the strategy's own prompts
-(``--prompts auto``: the ``mr`` set, rewrite workers, for ``hf:default-mr``/``vllm:default-mr``).
+(``--prompts auto``: the ``mr`` set, rewrite workers, for ``default-coa`` and ``default-mr``;
+``--model`` defaults to ``hf:default-coa``, the head trained for this).
 Documents are batched with ``ChainOfAgents.answer_many`` (``--batch`` documents stepped
 together, one ``generate`` wave per worker step), and identical requests are sent once (the
 orderings' first steps often share the query's chunk and the empty memory).
@@ -59,20 +60,25 @@ sections per document; n = 100 per cell; 2-core CPU):
   similarities see the tree poorly: the spanning tree holds 40-43% of the answer tree's edges
   with MiniLM and 19-23% with BM25, so the claim is tested against a weak proxy of the
   dependencies, not against the dependencies themselves.
-- ``hf:default-mr`` (probes of 2 documents each): its workers carry the first relevant fact
-  forward but do not add later ones. With the ``mr`` prompt set the first worker writes the
-  asked variable's assignment (``VAR EANBE = VAR BZZRQ.``) and every later worker copies that
-  memory unchanged, also right after reading the next link; with the ``chat`` set it writes a
-  MapReduce-style rationale and copies that. On the note chains of ``multihop.generate`` a
-  head-only chunk made the ``mr`` worker loop (``Note: Note: ...``). So on this model the
-  accuracy of every ordering sits near the floor and measures the adapter, not the order;
-  a worker trained on Chain-of-Agents targets (oracle rewrite targets) is what would make the
-  model arm informative.
-- The model arm end to end (``--model hf:default-mr --n 2 --questions leaf --methods
-  default,chowliu``): 0 of 2 under both, the manager answering from a one-fact memory.
-- Cost per document (``mr`` set, 17 calls): ~6,800 prompt tokens (~400 per call, ~360 of them
-  the per-document prefix up to the part) and ~320 generated tokens; a batch of 2 documents
-  took ~10.6 s per worker step on ``hf:default-mr``.
+- ``hf:default-mr`` (the MapReduce head, with the ``mr`` set): its workers carry the first
+  relevant fact forward but do not add later ones, and its manager answers from that one fact:
+  ``--model vllm:default-mr --n 4`` gave 0 of 4 in all eight cells. It measures the adapter,
+  not the order.
+- ``vllm:default-coa`` (the Chain-of-Agents head of ``make default-coa``, trained on the
+  oracle's rewrites of other seeds of this task), ``--n 100 --questions leaf``, cap 34 tokens
+  (binds): default 8 [4, 15], dense 24 [17, 33], **chowliu 39 [30, 49]**, dfs 32 [24, 42].
+  chowliu minus default +31 (paired bootstrap [21, 41], McNemar p < 0.001), minus dense +15
+  ([5, 25], p = 0.011), minus dfs +7 ([-2, 16], p = 0.21): chowliu wins but not clearly, the
+  same ranking as the scripted control at n = 100 (42 / 86 / 97 / 96). On ``all`` the head
+  scored 0 of 100 under default (the other orderings were not run: 0 of 4 each in a probe):
+  its manager (64 training examples) repeats variable names instead of listing the tree's,
+  and on ``leaf`` it too often lists names instead of the value, so absolute accuracy is the
+  manager's ceiling, the differences the workers' and the order's. Worker memories were
+  truncated by the cap in 203-351 of the 1,600 worker calls per cell.
+- Cost per document (``mr`` set, 17 calls): ~7,100 prompt tokens (~420 per call, most of them
+  the shared instructions, which vLLM's prefix cache reuses) and ~620 generated tokens on
+  ``default-coa``; a ``leaf`` cell of 100 documents took 3-8 minutes on ``vllm:default-coa``
+  (2 cores, ``--batch 50``).
 """
 
 from __future__ import annotations
@@ -510,7 +516,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="hf:default-mr", help="the real reader (model spec)")
+    ap.add_argument("--model", default="hf:default-coa", help="the real reader (model spec)")
     ap.add_argument("--prompts", default="auto", choices=["auto", "chat", "base", "mr"])
     ap.add_argument("--skip-model", action="store_true", help="the scripted control arm only")
     ap.add_argument("--n", type=int, default=100, help="documents per setting")
