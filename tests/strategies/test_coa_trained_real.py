@@ -31,7 +31,7 @@ def test_trained_workers_accumulate_assignments_under_the_cap(coa_llm):
     # seed 0: held out of the head's training seeds; a smaller tree than bench/orderings.py's
     # (6 sections, not 16) to keep the test short
     records = mh.generate_tree(
-        n=2, seed=0, question="leaf", branches=2, depth=2, distractor_trees=0, filler_sections=1
+        n=1, seed=0, question="leaf", branches=2, depth=2, distractor_trees=0, filler_sections=1
     )
     cap = max(
         coa_llm.count_tokens(" ".join(r["meta"]["facts"][str(p)] for p in r["meta"]["evidence"]))
@@ -55,4 +55,5 @@ def test_trained_workers_accumulate_assignments_under_the_cap(coa_llm):
             # the memory is the document's own assignments, nothing made up
             assert new <= set(ASSIGN.findall(r["context"]))
             grew += bool(old) and len(new - old) > 0
+    print("workers that added to a non-empty memory:", grew)
     assert grew >= 2, "no worker added a later assignment to a non-empty memory"
