@@ -53,7 +53,7 @@ class Meter:
         return {k: v.to_dict() for k, v in self.stages.items()}
 
 
-class _Delegate(LLM):
+class Delegate(LLM):
     """An LLM that forwards everything but generation to ``inner``."""
 
     def __init__(self, inner: LLM):
@@ -84,7 +84,7 @@ class _Delegate(LLM):
         return self.inner.prompt_tokens(prompt)
 
 
-class StageLLM(_Delegate):
+class StageLLM(Delegate):
     def __init__(self, inner: LLM, stage: str, meter: Meter):
         super().__init__(inner)
         self.stage = stage
@@ -105,7 +105,7 @@ class _Ticket:
     done: bool = False
 
 
-class BatchingLLM(_Delegate):
+class BatchingLLM(Delegate):
     """Coalesces concurrent ``generate`` calls of registered worker threads into one batch."""
 
     def __init__(self, inner: LLM, max_wait_s: float = 0.5):

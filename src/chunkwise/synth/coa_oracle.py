@@ -46,6 +46,7 @@ from chunkwise.prompts import prompt_set
 from chunkwise.strategies import Query, get_strategy
 from chunkwise.strategies.ordering import ORDERINGS
 from chunkwise.strategies.protocol import NO_INFO
+from chunkwise.synth.calls import Delegate
 
 #: the prompt set the head is trained and decoded with (chain_of_agents ``prompts=mr``)
 PROMPTS = "mr"
@@ -77,13 +78,12 @@ def manager_target(memory: str, question: str) -> str:
     return f"Rationale: Following the assignments: {' '.join(used)}\nAnswer: {answer}"
 
 
-class CoAOracleLLM(LLM):
+class CoAOracleLLM(Delegate):
     """Answers chain_of_agents calls (``mr`` prompts) on tree documents from their text;
     token counting and chat wrapping are the wrapped model's. ``calls`` records every call."""
 
     def __init__(self, inner: LLM, cap: int):
-        self.inner = inner
-        self.chat = inner.chat
+        super().__init__(inner)
         self.spec = "oracle:coa"
         self.cap = cap
         t = prompt_set("chain_of_agents", PROMPTS, "qa")
@@ -92,28 +92,6 @@ class CoAOracleLLM(LLM):
         self.label = t["memory_label"]
         self.empty = t["empty_markers"][0]
         self.calls: list[dict[str, Any]] = []
-
-    @property
-    def context_window(self) -> int:
-        return self.inner.context_window
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def token_offsets(self, text: str) -> list[tuple[int, int]]:
-        return self.inner.token_offsets(text)
-
-    def encode(self, text: str) -> list[int]:
-        return self.inner.encode(text)
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self.inner.decode(ids)
-
-    def as_prompt(self, text: str) -> Any:
-        return self.inner.as_prompt(text)
-
-    def prompt_tokens(self, prompt: Any) -> int:
-        return self.inner.prompt_tokens(prompt)
 
     def target(self, prompt: Any) -> tuple[str, str]:
         """(role, reply) for one call."""

@@ -33,6 +33,7 @@ from chunkwise.llm import LLM, Completion, Request
 from chunkwise.strategies import get_strategy
 from chunkwise.strategies.mapreduce import MapReduce, to_intermediate
 from chunkwise.strategies.protocol import NO_INFO, Record, render_record
+from chunkwise.synth.calls import Delegate
 from chunkwise.synth.records import map_record, validate_record
 
 _PARTS = re.compile(r"Findings from parts? ([\d, ]+):")
@@ -46,15 +47,14 @@ def _text(prompt: Any) -> str:
     return prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
 
 
-class OracleLLM(LLM):
+class OracleLLM(Delegate):
     """Answers the calls of one MapReduce run over one document from its ground truth; token
     counting, chat wrapping and the window are the wrapped model's."""
 
     def __init__(
         self, inner: LLM, strategy: MapReduce, family: Family, doc: Doc, evidence: list[list]
     ):
-        self.inner = inner
-        self.chat = inner.chat
+        super().__init__(inner)
         self.spec = "oracle"
         self.strategy = strategy
         self.family = family
@@ -71,28 +71,6 @@ class OracleLLM(LLM):
         red = set(strategy.reduce_prompt(plan.prompts, [], q).splitlines())
         self.collapse_marker = max(coll - red, key=len)
         self.calls: Counter[str] = Counter()
-
-    @property
-    def context_window(self) -> int:
-        return self.inner.context_window
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def token_offsets(self, text: str) -> list[tuple[int, int]]:
-        return self.inner.token_offsets(text)
-
-    def encode(self, text: str) -> list[int]:
-        return self.inner.encode(text)
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self.inner.decode(ids)
-
-    def as_prompt(self, text: str) -> Any:
-        return self.inner.as_prompt(text)
-
-    def prompt_tokens(self, prompt: Any) -> int:
-        return self.inner.prompt_tokens(prompt)
 
     def target(self, prompt: Any) -> tuple[str, str]:
         """(stage, output text) for one call of the run."""
