@@ -3,7 +3,7 @@ documents whose evidence is a tree, with a memory that cannot hold every fact.
 
     .venv/bin/python bench/orderings.py --skip-model --out runs/bench/orderings      # control
     .venv-vllm/bin/python bench/orderings.py --model vllm:default-coa --n 100 \\
-        --questions leaf --out runs/bench/orderings_coa                              # real model
+        --out runs/bench/orderings_coa                                               # real model
 
 **Task** (:func:`chunkwise.data.multihop.generate_tree`): variable tracking whose assignments
 form a tree, one root holding a value and ``--branches`` chains of ``--depth`` variables
@@ -65,14 +65,13 @@ sections per document; n = 100 per cell; 2-core CPU):
   ``--model vllm:default-mr --n 4`` gave 0 of 4 in all eight cells. It measures the adapter,
   not the order.
 - ``vllm:default-coa`` (the Chain-of-Agents head of ``make default-coa``, trained on the
-  oracle's rewrites of other seeds of this task), ``--n 100 --questions leaf``, cap 34 tokens
+  oracle's rewrites of other seeds of this task), ``--n 100``; ``leaf``, cap 34 tokens
   (binds): default 8 [4, 15], dense 24 [17, 33], **chowliu 39 [30, 49]**, dfs 32 [24, 42].
   chowliu minus default +31 (paired bootstrap [21, 41], McNemar p < 0.001), minus dense +15
   ([5, 25], p = 0.011), minus dfs +7 ([-2, 16], p = 0.21): chowliu wins but not clearly, the
-  same ranking as the scripted control at n = 100 (42 / 86 / 97 / 96). On ``all`` the head
-  scored 0 of 100 under default (the other orderings were not run: 0 of 4 each in a probe):
-  its manager (64 training examples) repeats variable names instead of listing the tree's,
-  and on ``leaf`` it too often lists names instead of the value, so absolute accuracy is the
+  same ranking as the scripted control at n = 100 (42 / 86 / 97 / 96). On ``all`` (cap 77)
+  the head scored 0 of 100 under every ordering: its manager (64 training examples) repeats
+  variable names instead of listing the tree's, and on ``leaf`` it too often lists names instead of the value, so absolute accuracy is the
   manager's ceiling, the differences the workers' and the order's. Worker memories were
   truncated by the cap in 203-351 of the 1,600 worker calls per cell.
 - Cost per document (``mr`` set, 17 calls): ~7,100 prompt tokens (~420 per call, most of them
