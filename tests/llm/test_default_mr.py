@@ -88,9 +88,3 @@ def test_install_copies_the_adapter_and_its_decoding_options(tmp_path, monkeypat
     )
     assert torch.allclose(shipped["a.lora_A.weight"].float(), weights["a.lora_A.weight"], atol=1e-2)
     assert default_mr.main(["install", str(tmp_path / "nothing")]) == 2
-
-
-def test_the_spec_parser_knows_every_packaged_adapter():
-    from chunkwise.llm.spec import PACKAGED_ADAPTERS
-
-    assert set(PACKAGED_ADAPTERS) == set(default_mr.PACKAGED)

@@ -84,10 +84,6 @@ class ModelSpec:
 
 # backend name -> "module:function" that builds an LLM from a ModelSpec (imported lazily so that
 # `chunkwise --help` does not pay for torch).
-#: the embedded model's packaged adapters (names of chunkwise.llm.default_mr.PACKAGED; kept
-#: here so that parsing a spec does not import that module, which also runs as a script)
-PACKAGED_ADAPTERS = ("default-mr", "default-coa")
-
 BACKENDS: dict[str, str] = {
     "hf": "chunkwise.llm.hf:load",
     "openai": "chunkwise.llm.openai_compat:load",
@@ -135,9 +131,9 @@ def load_llm(spec: str | ModelSpec, **overrides: str) -> LLM:
     ms = parse_spec(spec) if isinstance(spec, str) else spec
     if overrides:
         ms = ModelSpec(ms.backend, ms.target, {**ms.options, **overrides}, ms.adapter, ms.raw)
-    if ms.backend in ("hf", "vllm") and ms.target in PACKAGED_ADAPTERS and ms.adapter is None:
-        from chunkwise.llm import default_mr  # the embedded model's packaged adapters
+    from chunkwise.llm import default_mr  # the embedded model's packaged adapters
 
+    if ms.backend in ("hf", "vllm") and ms.target in default_mr.PACKAGED and ms.adapter is None:
         ms = default_mr.resolve(ms)
     module_name, func_name = BACKENDS[ms.backend].split(":")
     loader: Callable[[ModelSpec], LLM] = getattr(importlib.import_module(module_name), func_name)

@@ -430,13 +430,14 @@ def _answer_text(raw: str, kind: str) -> str:
 def _is_default_mr(llm: LLM) -> bool:
     """Whether ``llm`` is the embedded model with one of its packaged adapters, taught the
     MapReduce map call (hf/vllm:default-mr) or trained on this set (hf/vllm:default-coa)."""
-    from chunkwise.llm.spec import PACKAGED_ADAPTERS, parse_spec
+    from chunkwise.llm.default_mr import PACKAGED
+    from chunkwise.llm.spec import parse_spec
 
     try:
         ms = parse_spec(llm.spec or "")
     except BadInput:
         return False
-    return ms.backend in ("hf", "vllm") and ms.target in PACKAGED_ADAPTERS and ms.adapter is None
+    return ms.backend in ("hf", "vllm") and ms.target in PACKAGED and ms.adapter is None
 
 
 __all__ = ["ChainOfAgents", "truncate_tokens"]
