@@ -98,3 +98,5 @@ def test_synthesize_writes_the_exact_calls_as_chat_records(tmp_path, monkeypatch
         assert r["meta"]["seed"] >= co.TRAIN_SEED  # bench/orderings.py reads seeds 0..n
     with pytest.raises(co.BadInput):
         co.synthesize(out, groups=0, counter=counter(), embedder="hashing", progress=False)
+    with pytest.raises(co.BadInput, match="--out"):
+        co.synthesize(tmp_path, groups=1, counter=counter(), embedder="hashing", progress=False)

@@ -40,7 +40,7 @@ from typing import Any
 
 from chunkwise.data import multihop as mh
 from chunkwise.errors import BadInput
-from chunkwise.io import atomic_write_text, dumps_json
+from chunkwise.io import atomic_write_text, check_output_file, dumps_json
 from chunkwise.llm import LLM, Completion, Request
 from chunkwise.prompts import prompt_set
 from chunkwise.strategies import Query, get_strategy
@@ -160,6 +160,7 @@ def synthesize(
     counts."""
     if groups < 1 or group_size < 1:
         raise BadInput("groups and group_size must be at least 1")
+    check_output_file(out, "--out")  # before the work, not after it
     if counter is None:
         from chunkwise.llm.default_mr import counting_llm
 
