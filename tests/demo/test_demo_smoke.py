@@ -23,19 +23,20 @@ def test_smoke_demo_produces_every_artifact_and_resumes(tmp_path, capsys, monkey
     monkeypatch.setenv("WANDB_MODE", "offline")  # what a user gets (the suite disables wandb)
     out = tmp_path / "demo"
     size = get_size("smoke")
-    assert cli.main(["demo", "--size", "smoke", "--out", str(out)]) == 0
+    assert cli.main(["demo", "--size", "smoke", "--out", str(out), "--engine", "hf"]) == 0
     printed = capsys.readouterr().out
 
     state = json.loads((out / "demo.json").read_text())
     assert [s for s in STAGES if state["stages"][s]["status"] == "done"] == list(STAGES)
 
-    # synthesis: valid Pyramid-Align records, split by document into train / held out
-    records = [r for f in sorted((out / "synth" / "data").glob("*.jsonl")) for r in lines(f)]
+    # documents with ground truth, held out from training; oracle records train
+    held = lines(out / "docs" / "heldout.jsonl")
+    assert len(held) == len(size.eval_tasks) * size.eval_n
+    records = lines(out / "synth" / "data" / "oracle.jsonl")
     assert records and all(validate_record(r) == [] for r in records)
-    train = lines(out / "data" / "train.jsonl")
-    heldout = lines(out / "data" / "heldout.jsonl")
-    assert len(train) + len(heldout) == len(records) and train
-    assert json.loads((out / "synth" / "stats.json").read_text())["examples"] == len(records)
+    assert all(r["meta"]["model"] == "oracle" for r in records)
+    assert not {r["document"] for r in records} & {d["context"] for d in held}
+    assert lines(out / "data" / "train.jsonl") == records
 
     # training: a LoRA adapter per mode, on the embedded base, with its loss curve and wandb run
     for mode in TRAIN_MODES:
@@ -49,37 +50,37 @@ def test_smoke_demo_produces_every_artifact_and_resumes(tmp_path, capsys, monkey
         assert all(m["train/loss"] > 0 for m in metrics)
         assert list((ckpt / "wandb").glob("offline-run-*"))
 
-    # evaluation: every model x decoding has complete results, checkpoints loaded by the runner
+    # evaluation: every model x decoding on the held-out documents, scored by ground truth
     for model in ("base", *(f"sft-{m}" for m in TRAIN_MODES)):
         for strategy in DECODING:
-            res = json.loads(
-                (out / "eval" / model / strategy / "retrieval" / "results.json").read_text()
-            )
-            assert set(res["results"]) == set(size.retrieval_tasks)
+            res = json.loads((out / "eval" / model / strategy / "results.json").read_text())
+            assert set(res["results"]) == set(size.eval_tasks)
             assert all(r["n"] == size.eval_n and r["errors"] == 0 for r in res["results"].values())
             assert res["config"]["strategy"] == strategy
+            assert res["config"]["benchmark"] == "generated"
             assert res["model"]["strategy_window"] <= size.eval_window
-            if heldout:
-                res = json.loads(
-                    (out / "eval" / model / strategy / "heldout" / "results.json").read_text()
-                )
-                assert res["results"]["qa"]["n"] == min(len(heldout), size.heldout_questions)
-    spec = json.loads(
-        (out / "eval" / "sft-mapreduce" / "mapreduce" / "retrieval" / "results.json").read_text()
-    )["config"]["model"]
-    assert spec == str((out / "train" / "mapreduce").resolve())
+    cfg = json.loads((out / "eval" / "sft-mapreduce" / "mapreduce" / "results.json").read_text())[
+        "config"
+    ]
+    assert cfg["model"] == str((out / "train" / "mapreduce").resolve())
+    want = {"prompts": "chat", "chunk_tokens": size.map_chunk_tokens}
+    want["max_new_tokens"] = size.max_new_tokens
+    assert cfg["strategy_args"] == {k: str(v) for k, v in want.items()}  # as results.json keeps
 
-    # report: the table printed and saved, the chart a real PNG
-    png = (out / "report" / "compare.png").read_bytes()
+    # report: the table with intervals and the verdict printed and saved, the chart a real PNG
+    png = (out / "report" / "accuracy.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
-    table = json.loads((out / "report" / "compare.json").read_text())
-    assert len(table["runs"]) == 6 and "passkey" in table["tasks"]
-    assert "| passkey |" in printed and "sft-mapreduce/mapreduce" in printed
+    report = json.loads((out / "report" / "report.json").read_text())
+    assert len(report["cells"]) == 6 * len(size.eval_tasks)
+    assert report["verdict"] and report["verdict"][0] in printed
+    assert (
+        "| number_string (never trained on) |" in printed and "sft-mapreduce/mapreduce" in printed
+    )
     assert "accelerate launch train/sft.py" in printed
 
     # a rerun finds every stage done and changes nothing
     before = {p: p.stat().st_mtime_ns for p in out.rglob("results.json")}
-    assert cli.main(["demo", "--size", "smoke", "--out", str(out)]) == 0
+    assert cli.main(["demo", "--size", "smoke", "--out", str(out), "--engine", "hf"]) == 0
     again = capsys.readouterr().out
     assert again.count("reused") == len(STAGES)
     assert {p: p.stat().st_mtime_ns for p in out.rglob("results.json")} == before

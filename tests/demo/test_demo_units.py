@@ -8,50 +8,66 @@ import json
 import pytest
 
 from chunkwise.demo import SIZES, Demo, DemoError, get_size
-from chunkwise.demo.documents import build_documents, write_documents
-from chunkwise.demo.pipeline import STAGES, split_records
+from chunkwise.demo.documents import document_sets, write_documents
+from chunkwise.demo.pipeline import STAGES
 from chunkwise.errors import BadInput
 from chunkwise.train.recipe import load_recipe
 
 
-def test_documents_are_deterministic_disjoint_and_sized(tmp_path):
-    docs = build_documents(3, 1500)
-    assert docs == build_documents(3, 1500)
-    assert len({name for name, _ in docs}) == 3
-    for _, text in docs:
-        assert 0.7 * 1500 * 4 <= len(text) <= 1500 * 4
-        assert text.startswith("## ")
-    # disjoint runs of topics: no section heading appears in two documents
-    heads = [{ln for ln in t.splitlines() if ln.startswith("## ")} for _, t in docs]
-    assert not (heads[0] & heads[1]) and not (heads[1] & heads[2])
-    paths = write_documents(tmp_path, 3, 1500)
-    mtimes = [p.stat().st_mtime_ns for p in paths]
-    assert [p.read_text() for p in paths] == [t for _, t in docs]
-    assert [p.stat().st_mtime_ns for p in write_documents(tmp_path, 3, 1500)] == mtimes
-    with pytest.raises(ValueError):
-        build_documents(0, 1000)
+def count(text: str) -> int:
+    return len(text) // 4
 
 
-def rec(doc, i):
-    return {"id": f"{doc}-{i}", "source_id": f"{doc}.txt", "question": f"q{i}?"}
+def test_document_sets_are_deterministic_disjoint_and_held_out(tmp_path):
+    size = get_size("smoke")
+    sets = document_sets(size, 0, count)
+    assert [d.id for d, _, _ in sets["train"]] == [
+        d.id for d, _, _ in document_sets(size, 0, count)["train"]
+    ]
+    assert (
+        len(sets["train"]) == len(size.train_families) * len(size.train_lengths) * size.train_docs
+    )
+    assert len(sets["heldout"]) == len(size.eval_tasks) * size.eval_n
+    train_ctx = {d.context for d, _, _ in sets["train"]}
+    assert not train_ctx & {d.context for d, _, _ in sets["heldout"]}
+    assert {d.family for d, _, _ in sets["heldout"]} == set(size.eval_tasks)
+    assert size.unseen_families() == ("number_string",)
+    # the held-out set is what `chunkwise eval --benchmark generated` reads
+    from chunkwise.eval.benchmarks import get_benchmark
+
+    bench = get_benchmark("generated")
+    td = bench.load(
+        "number_string", bench.parse_data(f"heldout:{size.eval_length}"), limit=size.eval_n,
+        count_tokens=count,
+    )  # fmt: skip
+    assert [e["context"] for e in td.examples] == [
+        d.context for d, _, _ in sets["heldout"] if d.family == "number_string"
+    ]
+    summary = write_documents(tmp_path / "docs", sets)
+    assert summary["heldout"] == {t: size.eval_n for t in size.eval_tasks}
+    row = json.loads((tmp_path / "docs" / "heldout.jsonl").read_text().splitlines()[0])
+    assert row["answer"] in row["context"] and row["seed"] != 0
 
 
-def test_split_holds_out_whole_documents_with_records():
-    records = [rec("a", 0), rec("a", 1), rec("b", 0), rec("c", 0)]
-    train, held, how = split_records(records, 1)
-    assert {r["source_id"] for r in held} == {"c.txt"} and len(train) == 3
-    assert "documents c" in how
-    train, held, _ = split_records(records, 2)
-    assert {r["source_id"] for r in held} == {"b.txt", "c.txt"}
-    assert {r["source_id"] for r in train} == {"a.txt"}
-
-
-def test_split_falls_back_to_a_question_then_to_nothing():
-    train, held, how = split_records([rec("a", 0), rec("a", 1)], 1)
-    assert [r["id"] for r in held] == ["a-1"] and [r["id"] for r in train] == ["a-0"]
-    assert "question a-1" in how
-    train, held, how = split_records([rec("a", 0)], 1)
-    assert held == [] and len(train) == 1 and "nothing held out" in how
+def test_split_refuses_a_held_out_document_seen_in_training(tmp_path):
+    demo = Demo(tmp_path / "d", get_size("smoke"))
+    demo.load_state()
+    (tmp_path / "d" / "synth" / "data").mkdir(parents=True)
+    (tmp_path / "d" / "docs").mkdir(parents=True)
+    rec = {"id": "a", "document": "the same text", "question": "q?", "answer": "x"}
+    (tmp_path / "d" / "synth" / "data" / "oracle.jsonl").write_text(json.dumps(rec) + "\n")
+    held = {"id": "h", "context": "other text", "family": "passkey"}
+    (tmp_path / "d" / "docs" / "heldout.jsonl").write_text(json.dumps(held) + "\n")
+    summary, line = demo.split()
+    assert summary["train"] == 1 and "none of them trained on" in line
+    spec = json.loads((tmp_path / "d" / "data" / "heldout.json").read_text())
+    assert spec["data"] == f"heldout:{demo.size.eval_length}" and spec["unseen_families"] == [
+        "number_string"
+    ]
+    held["context"] = "the same text"
+    (tmp_path / "d" / "docs" / "heldout.jsonl").write_text(json.dumps(held) + "\n")
+    with pytest.raises(DemoError, match="also training documents"):
+        demo.split()
 
 
 @pytest.mark.parametrize("mode", ["standard", "mapreduce"])
@@ -64,20 +80,26 @@ def test_generated_recipes_are_valid_and_carry_the_size(tmp_path, mode):
     recipe = load_recipe(demo.write_recipe(mode))
     assert recipe.model.name_or_path == "default" and recipe.model.lora.enabled
     assert recipe.model.lora.r == size.lora_r
-    assert recipe.data.mode == mode and recipe.data.prompts == "base"
-    assert recipe.train.max_steps == size.train_steps
-    assert recipe.data.max_length == recipe.batching.max_tokens == size.train_max_length
+    assert recipe.model.lora.trainable_tokens == ["<end_of_turn>"]
+    assert recipe.model.chat_template.endswith("gemma_chat.jinja")
+    assert recipe.data.mode == mode and recipe.data.prompts == "chat"
+    assert recipe.train.max_steps == size.train_steps and recipe.train.lr == size.lr
+    assert recipe.batching.max_tokens == size.train_max_length
     assert recipe.output_dir == str((tmp_path / "demo" / "train" / mode).resolve())
     if mode == "mapreduce":
-        assert recipe.data.mapreduce == {"chunk_tokens": size.map_chunk_tokens}
+        assert recipe.data.mapreduce == {"prompts": "chat", "chunk_tokens": size.map_chunk_tokens}
+        assert recipe.data.max_length == size.train_max_length
+    else:  # standard training sees what standard decoding sees: the window
+        assert recipe.data.max_length == size.eval_window
 
 
-def test_every_size_fits_its_windows():
+def test_every_size_reads_beyond_its_window_and_holds_a_family_out():
     for s in SIZES.values():
-        assert s.eval_length > s.eval_window  # retrieval documents exceed the window
-        assert s.map_chunk_tokens < s.synth_window
+        assert s.eval_length > s.eval_window  # standard decoding must cut the documents
+        assert s.map_chunk_tokens < s.eval_window
         assert s.train_max_length > s.map_chunk_tokens  # a map example fits a training row
-        assert 0 < s.heldout_documents < s.documents
+        assert s.unseen_families()  # at least one family never trained on
+    assert SIZES["small"].eval_n >= 20 and SIZES["full"].eval_n >= 20
 
 
 class Ledger(Demo):
@@ -127,7 +149,7 @@ def test_finished_stages_are_skipped_and_a_failure_is_recorded(tmp_path):
     # the same size name with other settings (an older chunkwise's "smoke") is refused too
     import dataclasses
 
-    other = dataclasses.replace(get_size("smoke"), documents=2)
+    other = dataclasses.replace(get_size("smoke"), train_docs=3)
     with pytest.raises(BadInput, match="other sizes"):
         Ledger(out, other).run()
 
@@ -150,3 +172,36 @@ def test_split_refuses_to_train_on_nothing(tmp_path):
     (tmp_path / "d" / "synth" / "data" / "part.jsonl").write_text("")
     with pytest.raises(DemoError, match="no records"):
         demo.split()
+
+
+def test_evaluation_engines_and_their_specs(tmp_path, monkeypatch):
+    from chunkwise.demo import pipeline
+
+    assert pipeline.engine_spec("hf:default", "vllm") == "vllm:default"
+    assert pipeline.engine_spec("hf:default-mr", "vllm") == "vllm:default-mr"
+    assert pipeline.engine_spec("/runs/demo/train/mapreduce", "vllm") == (
+        "vllm:/runs/demo/train/mapreduce"
+    )
+    assert pipeline.engine_spec("hf:default", "hf") == "hf:default"
+    demo = Demo(tmp_path / "d", get_size("smoke"), engine="tpu")
+    with pytest.raises(BadInput, match="--engine"):
+        demo.eval_engine()
+    monkeypatch.setattr(pipeline, "_has_vllm", lambda: False)
+    monkeypatch.setattr(pipeline, "vllm_python", lambda: None)
+    assert Demo(tmp_path / "d", get_size("smoke")).eval_engine() == "hf"  # auto, no vLLM
+    with pytest.raises(BadInput, match="make vllm"):
+        Demo(tmp_path / "d", get_size("smoke"), engine="vllm").eval_engine()
+    # the vLLM environment's process failing is one error naming its log
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho engine exploded\nexit 3\n")
+    fake.chmod(0o755)
+    with pytest.raises(DemoError, match="(?s)exit 3.*engine exploded"):
+        pipeline._evaluate_in(fake, tmp_path / "d", "base")
+    # every model is read with the same chunks; the trained ones with the chat protocol
+    models = {m.label: m for m in Demo(tmp_path / "d", get_size("small")).eval_models()}
+    assert models["base"].decodings["mapreduce"] == {"chunk_tokens": 500}
+    assert models["sft-mapreduce"].decodings["mapreduce"] == {
+        "prompts": "chat",
+        "chunk_tokens": 500,
+    }
+    assert set(models["reference"].decodings) == {"mapreduce"}

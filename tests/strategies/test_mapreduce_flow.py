@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from chunkwise.errors import BadInput
 from chunkwise.llm.scripted import ScriptedLLM
 from chunkwise.strategies import Query, get_strategy
 from chunkwise.strategies.mapreduce import NO_RELEVANT, CollapseError, to_intermediate
@@ -588,3 +589,20 @@ def test_asking_for_confidence_is_skipped_when_off_cut_or_unanswerable():
     assert ans.stats.extra["map_truncated"] == 3 and ans.stats.extra["map_no_answer"] == 0
     asked = [e.output["of"] for e in ans.trace if e.stage == "ask_confidence"]
     assert asked == ["collapse"] * 3  # only the collapse replies, which ended on their own
+
+
+def test_max_new_tokens_caps_every_stage_and_frees_room_for_chunks():
+    def run(**opts):
+        llm = chat_llm([], window=2048)
+        ans = get_strategy("mapreduce", **opts).answer(
+            doc_with(30, needle_at=7), Query("What is the code?"), llm
+        )
+        return ans, {stage_of(r): r.params.max_new_tokens for r in llm.calls}
+
+    ans, budgets = run()
+    assert budgets["map"] == 384  # the chat prompt set's own
+    capped, budgets = run(max_new_tokens=40)
+    assert budgets["map"] == 40 and budgets["reduce"] == 40
+    assert capped.stats.extra["chunk_budget"] > ans.stats.extra["chunk_budget"]
+    with pytest.raises(BadInput, match="max_new_tokens"):
+        get_strategy("mapreduce", max_new_tokens=-1)

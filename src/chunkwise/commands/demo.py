@@ -18,11 +18,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--size",
         default="small",
         choices=list(SIZES),
-        help="smoke: minutes (CI); small: ~15 min on 2 CPU cores (make demo); full: hours",
+        help="smoke: minutes (CI); small: make demo (n=20 per cell; over an hour on 2 CPU "
+        "cores); full: hours",
     )
     p.add_argument("--out", default="runs/demo", help="folder for everything (rerun to resume)")
     p.add_argument("--model", default="hf:default", help="teacher and base model (hf specs)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--engine",
+        default="auto",
+        choices=("auto", "hf", "vllm"),
+        help="evaluation engine; auto: vLLM when `make vllm` has set it up, else hf",
+    )
     p.add_argument("--fresh", action="store_true", help="delete --out first and start over")
 
 
@@ -45,7 +52,14 @@ def run(args: argparse.Namespace) -> int:
         "(a rerun reuses finished stages)",
         flush=True,
     )
-    demo = Demo(out, size, model=args.model, seed=args.seed, echo=lambda s: print(s, flush=True))
+    demo = Demo(
+        out,
+        size,
+        model=args.model,
+        seed=args.seed,
+        engine=args.engine,
+        echo=lambda s: print(s, flush=True),
+    )
     demo.run()
     print(final_text(demo))
     return 0

@@ -1,80 +1,80 @@
-"""The demo's documents: Python's own language reference, shipped with every CPython.
+"""The demo's documents: generated families with ground truth (:mod:`chunkwise.data.families`).
 
-``pydoc_data.topics`` holds the reference topics ``help()`` shows (about 80 topics, ~465K
-characters of English prose and grammar). It is part of the Python documentation, distributed
-under the PSF License Version 2 (https://docs.python.org/3/license.html), so the demo needs no
-download and no data of unclear licence. Documents are built by concatenating whole topics in
-a fixed order (each under its own heading) until a size target is reached, so the same Python
-version always yields the same documents.
+Two disjoint sets, both written as JSON lines (id, family, length, seed, question, answer,
+document) so a reader can open what the models read:
+
+* ``train.jsonl``: the size's training families at its training lengths, from the training
+  seed — what the oracle teacher turns into (X, Q, M, A) records;
+* ``heldout.jsonl``: every evaluation task at the evaluation length from the held-out seeds
+  (exactly the documents ``chunkwise eval --benchmark generated --data heldout:<length>``
+  reads), including families no training document comes from.
+
+Every reference answer is the generator's ground truth (for extractive QA over Python's
+reference text, a span of that text), never a model's output.
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from chunkwise.data.families import TRAIN_SEED, Doc, get_family
+from chunkwise.demo.sizes import DemoSize
+from chunkwise.eval.generated_benchmarks import GeneratedSpec
 from chunkwise.io import atomic_write_text
 
-LICENSE = "PSF License Version 2 (Python documentation, pydoc_data.topics)"
 
-#: characters per token of English reference prose for a Gemma/Llama tokenizer (a size target
-#: only; the real counts are measured later by the tools that read the documents)
-CHARS_PER_TOKEN = 4.0
-
-
-def reference_topics() -> list[tuple[str, str]]:
-    """``(topic, text)`` pairs in topic-name order (non-empty topics only)."""
-    import pydoc_data.topics as topics
-
-    return sorted((k, v.strip()) for k, v in topics.topics.items() if v.strip())
-
-
-def build_documents(n: int, tokens: int) -> list[tuple[str, str]]:
-    """``n`` documents of about ``tokens`` tokens each, from disjoint runs of topics (topics
-    are reused only when the reference runs out). Topics longer than the target are cut at a
-    paragraph boundary."""
-    if n < 1 or tokens < 50:
-        raise ValueError("need n >= 1 and tokens >= 50")
-    topics = reference_topics()
-    budget = int(tokens * CHARS_PER_TOKEN)
-    docs: list[tuple[str, str]] = []
-    i = 0
-    for d in range(n):
-        parts: list[str] = []
-        used = 0
-        first = topics[i % len(topics)][0]
-        while used < budget:
-            name, text = topics[i % len(topics)]
-            i += 1
-            section = f"## {name}\n\n{text}"
-            if used + len(section) > budget:
-                section = _cut(section, budget - used)
-                if not section:
-                    break
-            parts.append(section)
-            used += len(section) + 2
-        docs.append((f"doc{d:02d}-{first}", "\n\n".join(parts)))
-    return docs
+def document_sets(
+    size: DemoSize, seed: int, count_tokens: Callable[[str], int]
+) -> dict[str, list[tuple[Doc, int, int]]]:
+    """``{"train": [...], "heldout": [...]}`` of ``(document, length, family seed)``."""
+    train = [
+        (doc, length, TRAIN_SEED + seed)
+        for fam in size.train_families
+        for length in size.train_lengths
+        for doc in get_family(fam).make(
+            n=size.train_docs, seed=TRAIN_SEED + seed, length_tokens=length,
+            count_tokens=count_tokens,
+        )
+    ]  # fmt: skip
+    spec = GeneratedSpec("heldout", size.eval_length)
+    heldout = [
+        (doc, size.eval_length, spec.seed() + seed)
+        for fam in size.eval_tasks
+        for doc in get_family(fam).make(
+            n=size.eval_n, seed=spec.seed() + seed, length_tokens=size.eval_length,
+            count_tokens=count_tokens,
+        )
+    ]  # fmt: skip
+    return {"train": train, "heldout": heldout}
 
 
-def _cut(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters at the last paragraph break (or '')."""
-    if len(text) <= limit:
-        return text
-    head = text[:limit]
-    at = head.rfind("\n\n")
-    return head[:at].rstrip() if at > 0 else ""
-
-
-def write_documents(folder: Path, n: int, tokens: int) -> list[Path]:
-    """Write the documents as ``<name>.txt`` (unchanged files are left alone)."""
+def write_documents(folder: Path, sets: dict[str, list[tuple[Doc, int, int]]]) -> dict[str, Any]:
+    """One JSONL file per set; returns the counts by family."""
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, text in build_documents(n, tokens):
-        path = folder / f"{name}.txt"
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            atomic_write_text(path, text)
-        paths.append(path)
-    return paths
+    summary: dict[str, Any] = {}
+    for name, docs in sets.items():
+        rows = [
+            {
+                "id": doc.id,
+                "family": doc.family,
+                "length": length,
+                "seed": seed,
+                "question": doc.question,
+                "answer": doc.answer,
+                "context": doc.context,
+            }
+            for doc, length, seed in docs
+        ]
+        atomic_write_text(
+            folder / f"{name}.jsonl",
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+        )
+        summary[name] = dict(Counter(r["family"] for r in rows))
+    return summary
 
 
-__all__ = ["LICENSE", "build_documents", "write_documents"]
+__all__ = ["document_sets", "write_documents"]

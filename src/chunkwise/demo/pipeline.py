@@ -2,15 +2,17 @@
 
 Stages (each prints one status line; the long ones show progress bars)::
 
-    documents   Python reference topics -> <out>/docs/*.txt                (chunkwise.demo.documents)
-    synthesis   Pyramid-Align records with hf:default -> <out>/synth/      (chunkwise synth)
-    split       whole documents held out -> <out>/data/{train,heldout}.jsonl
-    training    LoRA on hf:default, standard and mapreduce mode, through train/sft.py under
-                `accelerate launch` -> <out>/train/{standard,mapreduce}/   (recipes/demo/*.yaml)
-    evaluation  base model and both checkpoints x {standard, mapreduce} decoding on passkey and
-                kv_retrieval beyond the window and on the held-out questions
-                -> <out>/eval/<model>/<strategy>/{retrieval,heldout}/      (chunkwise eval)
-    report      chunkwise compare table + PNG -> <out>/report/
+    documents   generated families with ground truth -> <out>/docs/{train,heldout}.jsonl
+                (training seed for training, held-out seeds and unseen families for evaluation)
+    synthesis   the oracle teacher: exact map/collapse/reduce targets -> <out>/synth/  (X, Q, M, A)
+    split       training records -> <out>/data/train.jsonl; held-out documents checked disjoint
+    training    LoRA on the embedded model, standard and mapreduce mode, chat protocol, through
+                train/sft.py under `accelerate launch` -> <out>/train/{standard,mapreduce}/
+    evaluation  base model, both checkpoints (and the packaged hf:default-mr) x {standard,
+                mapreduce} on held-out documents beyond the window, n per task each
+                -> <out>/eval/<model>/<decoding>/                 (chunkwise eval --benchmark generated)
+    report      table with 95% bootstrap intervals, a PNG with error bars, the verdict in words
+                -> <out>/report/                                   (chunkwise.demo.verdict)
 
 Resuming: a finished stage is recorded in ``<out>/demo.json`` and skipped on the next run; an
 interrupted one continues through its own tool's resume (synthesis per document, training from
@@ -64,9 +66,13 @@ class Demo:
     size: DemoSize
     model: str = "hf:default"
     seed: int = 0
+    #: the evaluation engine: hf, vllm (through .venv-vllm when this interpreter lacks it), or
+    #: auto (vllm when `make vllm` has set it up)
+    engine: str = "auto"
     echo: Callable[[str], None] = print
     state: dict[str, Any] = field(default_factory=dict)
     _teacher: Any = None
+    _counter: Any = None
 
     # ---------------------------------------------------------------- state
 
@@ -153,12 +159,16 @@ class Demo:
                 self.save_state()
                 self.echo(f"{tag} {line} ({seconds:.0f} s)")
         finally:
-            if self._teacher is not None:
-                self._teacher.close()
-                self._teacher = None
+            self.close_models()
         self.state["last_run_seconds"] = round(time.perf_counter() - t_all, 1)
         self.save_state()
         return self.state
+
+    def close_models(self) -> None:
+        held = {id(x): x for x in (self._teacher, self._counter) if x is not None}
+        for llm in held.values():
+            llm.close()
+        self._teacher = self._counter = None
 
     def teacher(self) -> Any:
         if self._teacher is None:
@@ -169,45 +179,64 @@ class Demo:
 
     # ---------------------------------------------------------------- stages
 
-    def documents(self) -> tuple[dict[str, Any], str]:
-        from chunkwise.demo.documents import LICENSE, write_documents
+    def counter(self) -> Any:
+        """The model's tokenizer and chat template, for sizing documents and for the oracle
+        (no weights are loaded for the embedded model)."""
+        if self._counter is None:
+            if self.model in ("hf:default", "default"):
+                from chunkwise.llm.default_mr import counting_llm
 
-        paths = write_documents(self.out / "docs", self.size.documents, self.size.document_tokens)
-        chars = [p.stat().st_size for p in paths]
-        summary = {"files": [str(p) for p in paths], "chars": chars, "license": LICENSE}
+                self._counter = counting_llm()
+            else:
+                self._counter = self.teacher()
+        return self._counter
+
+    def documents(self) -> tuple[dict[str, Any], str]:
+        from chunkwise.demo.documents import document_sets, write_documents
+
+        sets = document_sets(self.size, self.seed, self.counter().count_tokens)
+        summary = write_documents(self.out / "docs", sets)
+        s = self.size
+        unseen = s.unseen_families()
         line = (
-            f"{len(paths)} documents of ~{self.size.document_tokens:,} tokens from Python's "
-            f"reference topics ({LICENSE.split(' (')[0]}) in {self.out / 'docs'}"
+            f"{len(sets['train'])} training documents ({', '.join(s.train_families)} at "
+            f"{'/'.join(map(str, s.train_lengths))} tokens) and {len(sets['heldout'])} held-out "
+            f"({s.eval_n} per task at {s.eval_length:,} tokens, held-out seeds"
+            + (f"; {', '.join(unseen)} never trained on" if unseen else "")
+            + f") in {self.out / 'docs'}"
         )
         return summary, line
-
-    def synth_config(self) -> Any:
-        from chunkwise.synth import SynthConfig
-
-        return SynthConfig(
-            docs=str(self.out / "docs"),
-            out=str(self.out / "synth"),
-            model=self.model,
-            questions_per_doc=self.size.questions_per_doc,
-            window=self.size.synth_window,
-            seed=self.seed,
-            concurrency=2,
-            mapreduce_args={"chunk_tokens": self.size.map_chunk_tokens},
-        )
 
     def synthesis(self) -> tuple[dict[str, Any], str]:
-        from chunkwise.synth import run_synth
+        from chunkwise.data.families import TRAIN_SEED
+        from chunkwise.synth.oracle import run_oracle
 
-        stats = run_synth(self.synth_config(), llm=self.teacher())
-        summary = {
-            k: stats.get(k)
-            for k in ("documents", "examples", "skipped", "levels", "llm", "seconds")
-            if k in stats
-        }
-        n = _count_lines(sorted((self.out / "synth" / "data").glob("*.jsonl")))
-        summary["records"] = n
-        line = f"{n} Pyramid-Align records in {self.out / 'synth'} (stats.json has calls by stage)"
+        s = self.size
+        stats = run_oracle(
+            self.counter(),
+            self.out / "synth",
+            families=list(s.train_families),
+            lengths=list(s.train_lengths),
+            n=s.train_docs,
+            seed=TRAIN_SEED + self.seed,
+            window=s.eval_window,
+            mapreduce_args=self.mapreduce_args(),
+        )
+        stages = stats.get("new_examples_by_stage") or {}
+        summary = {k: stats.get(k) for k in ("records", "skipped", "by_family", "seconds")}
+        summary["targets_by_stage"] = dict(stages)
+        line = (
+            f"{stats['records']} oracle records (X, Q, M, A) in {self.out / 'synth'}: exact map, "
+            "collapse and reduce targets from each document's ground truth"
+        )
         return summary, line
+
+    def mapreduce_args(self) -> dict[str, Any]:
+        """The decoding the oracle writes targets for and the trained models are read with."""
+        args: dict[str, Any] = {"prompts": "chat", "chunk_tokens": self.size.map_chunk_tokens}
+        if self.size.max_new_tokens:
+            args["max_new_tokens"] = self.size.max_new_tokens
+        return args
 
     def split(self) -> tuple[dict[str, Any], str]:
         from chunkwise.io import read_jsonl
@@ -217,17 +246,35 @@ class Demo:
             for f in sorted((self.out / "synth" / "data").glob("*.jsonl"))
             for _, rec in read_jsonl(f, skip_bad_lines=True)
         ]
-        train, heldout, how = split_records(records, self.size.heldout_documents)
-        if not train:
+        if not records:
             raise DemoError(
-                f"synthesis left no records to train on (see {self.out / 'synth' / 'stats.json'} "
-                "for why documents or questions were skipped)"
+                f"synthesis left no records to train on (see {self.out / 'synth' / 'stats.json'})"
+            )
+        held = [rec for _, rec in read_jsonl(self.out / "docs" / "heldout.jsonl")]
+        leaked = {r["document"] for r in records} & {d["context"] for d in held}
+        if leaked:
+            raise DemoError(
+                f"{len(leaked)} held-out document(s) are also training documents; the demo's "
+                "seeds overlap (pass another --seed)"
             )
         data = self.out / "data"
-        _write_jsonl(data / "train.jsonl", train)
-        _write_jsonl(data / "heldout.jsonl", heldout)
-        summary = {"train": len(train), "heldout": len(heldout), "held_out": how}
-        return summary, f"{len(train)} training records, {len(heldout)} held out ({how})"
+        _write_jsonl(data / "train.jsonl", records)
+        s = self.size
+        spec = {
+            "benchmark": "generated",
+            "data": f"heldout:{s.eval_length}",
+            "tasks": list(s.eval_tasks),
+            "n": s.eval_n,
+            "unseen_families": list(s.unseen_families()),
+            "seed": self.seed,
+        }
+        atomic_write_json(data / "heldout.json", spec)
+        summary = {"train": len(records), "heldout": len(held), "heldout_spec": spec}
+        line = (
+            f"{len(records)} training records; {len(held)} held-out documents, none of them "
+            "trained on (checked)"
+        )
+        return summary, line
 
     def recipe_path(self, mode: str) -> Path:
         return self.out / "recipes" / f"{mode}.yaml"
@@ -241,13 +288,21 @@ class Demo:
         recipe["run_name"] = f"demo-{s.name}-{mode}"
         recipe["output_dir"] = str((self.out / "train" / mode).resolve())
         recipe["model"]["name_or_path"] = _base_name(self.model)
+        recipe["model"]["chat_template"] = str(repo_root() / recipe["model"]["chat_template"])
         recipe["model"]["lora"].update(r=s.lora_r, alpha=2 * s.lora_r)
         recipe["data"]["paths"] = [str((self.out / "data" / "train.jsonl").resolve())]
-        recipe["data"]["max_length"] = s.train_max_length
+        # standard mode sees what standard decoding sees: the document's middle cut to the window
+        length = (
+            s.train_max_length if mode == "mapreduce" else min(s.train_max_length, s.eval_window)
+        )
+        recipe["data"]["max_length"] = length
+        recipe["data"]["window"] = s.eval_window
         recipe["batching"]["max_tokens"] = s.train_max_length
         if mode == "mapreduce":
-            recipe["data"]["mapreduce"] = {"chunk_tokens": s.map_chunk_tokens}
+            recipe["data"]["mapreduce"] = self.mapreduce_args()
         recipe["train"]["max_steps"] = s.train_steps
+        recipe["train"]["lr"] = s.lr
+        recipe["train"]["warmup_steps"] = max(1, s.train_steps // 6)
         recipe["train"]["save_steps"] = max(1, s.train_steps // 3)
         recipe["train"]["seed"] = self.seed
         head = (
@@ -260,9 +315,7 @@ class Demo:
         return path
 
     def training(self) -> tuple[dict[str, Any], str]:
-        if self._teacher is not None:  # free its memory for the training processes
-            self._teacher.close()
-            self._teacher = None
+        self.close_models()  # free their memory for the training processes
         summary: dict[str, Any] = {}
         for mode in TRAIN_MODES:
             recipe = self.write_recipe(mode)
@@ -278,96 +331,161 @@ class Demo:
         )
         return summary, line + f" (LoRA adapters in {self.out / 'train'})"
 
-    def eval_models(self) -> list[tuple[str, str]]:
-        return [
-            ("base", self.model),
-            *((f"sft-{m}", str((self.out / "train" / m).resolve())) for m in TRAIN_MODES),
+    def eval_models(self) -> list[EvalModel]:
+        """(label, spec, decodings and their options): the base model as users get it, both
+        checkpoints in the decoding they were trained for, and the packaged reference."""
+        mr = self.mapreduce_args()
+        # its own (base) scaffolds, which write at most 40 tokens a call
+        base_mr = {"chunk_tokens": self.size.map_chunk_tokens}
+        models = [
+            EvalModel("base", self.model, {"standard": {}, "mapreduce": base_mr}),
+            *(
+                EvalModel(
+                    f"sft-{m}",
+                    str((self.out / "train" / m).resolve()),
+                    {"standard": {"prompts": "chat"}, "mapreduce": mr},
+                )
+                for m in TRAIN_MODES
+            ),
         ]
+        if self.size.reference and reference_available(self.size.reference):
+            models.append(EvalModel("reference", self.size.reference, {"mapreduce": mr}))
+        return models
 
-    def eval_configs(self, spec: str, folder: Path) -> list[Any]:
+    def eval_configs(self, m: EvalModel, engine: str = "hf") -> list[Any]:
         from chunkwise.eval.runner import EvalConfig
 
         s = self.size
-        configs = []
-        heldout = self.out / "data" / "heldout.jsonl"
-        for strategy in DECODING:
-            args = {"chunk_tokens": s.map_chunk_tokens} if strategy == "mapreduce" else {}
-            common = dict(
-                model=spec,
+        return [
+            EvalConfig(
+                model=engine_spec(m.spec, engine),
                 strategy=strategy,
                 strategy_args=args,
                 context_window=s.eval_window,
                 seed=self.seed,
+                benchmark="generated",
+                tasks=list(s.eval_tasks),
+                data=f"heldout:{s.eval_length}",
+                limit=s.eval_n,
+                output=str(self.out / "eval" / m.label / strategy),
             )
-            configs.append(
-                EvalConfig(
-                    **common,
-                    benchmark="infinitebench",
-                    tasks=list(s.retrieval_tasks),
-                    data=f"synthetic:{s.eval_length}",
-                    limit=s.eval_n,
-                    output=str(folder / strategy / "retrieval"),
-                )
-            )
-            if heldout.exists() and heldout.stat().st_size > 0:
-                configs.append(
-                    EvalConfig(
-                        **common,
-                        benchmark="pyramid_align",
-                        tasks=["qa"],
-                        data=str(heldout.resolve()),
-                        limit=s.heldout_questions,
-                        output=str(folder / strategy / "heldout"),
-                    )
-                )
-        return configs
+            for strategy, args in m.decodings.items()
+        ]
 
-    def evaluation(self) -> tuple[dict[str, Any], str]:
+    def eval_engine(self) -> str:
+        """hf or vllm: what ``engine`` resolves to here."""
+        if self.engine not in ("auto", "hf", "vllm"):
+            raise BadInput(f"--engine must be auto, hf or vllm, got {self.engine!r}")
+        if self.engine == "auto":
+            return "vllm" if _has_vllm() or vllm_python() is not None else "hf"
+        if self.engine == "vllm" and not _has_vllm() and vllm_python() is None:
+            raise BadInput("--engine vllm: vLLM is not installed here; run `make vllm` first")
+        return self.engine
+
+    def evaluate_model(self, m: EvalModel, engine: str) -> None:
+        """Run ``m``'s unfinished evaluations in this process, on one loaded model."""
         from chunkwise.eval.runner import run_eval
         from chunkwise.llm import load_llm
 
+        configs = self.eval_configs(m, engine)
+        todo = [c for c in configs if not (Path(c.output) / "results.json").exists()]
+        if not todo:
+            return
+        llm = load_llm(todo[0].model)
+        try:
+            for cfg in todo:
+                run_eval(cfg, llm=llm)
+        finally:
+            llm.close()
+
+    def evaluation(self) -> tuple[dict[str, Any], str]:
+        engine = self.eval_engine()
         summary: dict[str, Any] = {}
-        for label, spec in self.eval_models():
-            configs = self.eval_configs(spec, self.out / "eval" / label)
+        for m in self.eval_models():
+            configs = self.eval_configs(m, engine)
             todo = [c for c in configs if not (Path(c.output) / "results.json").exists()]
             if todo:
-                self.echo(f"    evaluating {label} ({spec}): {len(todo)} run(s)")
-                llm = load_llm(spec)
-                try:
-                    for cfg in todo:
-                        run_eval(cfg, llm=llm)
-                finally:
-                    llm.close()
+                self.echo(f"    evaluating {m.label} ({configs[0].model}): {len(todo)} run(s)")
+                if engine == "vllm" and not _has_vllm():
+                    _evaluate_in(vllm_python(), self.out, m.label)
+                else:
+                    self.evaluate_model(m, engine)
             for cfg in configs:
                 res = json.loads((Path(cfg.output) / "results.json").read_text(encoding="utf-8"))
                 for task, r in res["results"].items():
-                    summary[f"{label}/{cfg.strategy}/{task}"] = r["score"]
-        line = f"{len(summary)} scores in {self.out / 'eval'}"
+                    summary[f"{m.label}/{cfg.strategy}/{task}"] = {
+                        "score": r["score"],
+                        "ci95": r.get("score_ci95"),
+                        "n": r.get("n"),
+                        "seconds": res.get("timing", {}).get("seconds"),
+                    }
+        summary = {"engine": engine, "cells": summary}
+        line = (
+            f"{len(summary['cells'])} cells of {self.size.eval_n} documents each on {engine} "
+            f"in {self.out / 'eval'}"
+        )
         return summary, line
 
     def report(self) -> tuple[dict[str, Any], str]:
-        from chunkwise.eval.compare import compare, plot, to_markdown
+        from chunkwise.demo.verdict import build_report
 
-        runs = [
-            self.out / "eval" / label / strategy
-            for label, _ in self.eval_models()
-            for strategy in DECODING
-        ]
-        table = compare(runs)
         rep = self.out / "report"
-        rep.mkdir(parents=True, exist_ok=True)
-        s = self.size
-        title = (
-            f"chunkwise demo ({s.name}): base vs LoRA-trained hf:default, "
-            f"standard vs mapreduce decoding ({s.eval_window}-token window)"
+        report = build_report(
+            self.state["stages"]["evaluation"]["summary"]["cells"], self.size, rep
         )
-        png = plot(table, rep / "compare.png", title=title)
-        md = to_markdown(table)
-        atomic_write_json(rep / "compare.json", table)
-        atomic_write_text(rep / "compare.md", md + "\n")
-        return {"png": str(png), "markdown": str(rep / "compare.md"), "table": table}, (
-            f"table and chart in {rep}"
-        )
+        return report, f"table, verdict and chart in {rep}"
+
+
+@dataclass(frozen=True)
+class EvalModel:
+    label: str
+    spec: str
+    #: decoding -> strategy options
+    decodings: dict[str, dict[str, Any]]
+
+
+def engine_spec(spec: str, engine: str) -> str:
+    """``spec`` on ``engine``: ``hf:default`` -> ``vllm:default``, a folder -> ``vllm:<folder>``."""
+    if engine == "hf":
+        return spec
+    target = spec[3:] if spec.startswith("hf:") else spec
+    return f"vllm:{target}"
+
+
+def _has_vllm() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+def vllm_python() -> Path | None:
+    """The interpreter of the checkout's vLLM environment (`make vllm`), when it is set up."""
+    try:
+        root = repo_root()
+    except DemoError:
+        return None
+    venv = root / ".venv-vllm"
+    ok = (venv / "bin" / "python").is_file() and (venv / ".chunkwise-installed").is_file()
+    return venv / "bin" / "python" if ok else None
+
+
+def _evaluate_in(python: Path | None, out: Path, label: str) -> None:
+    """One model's evaluations in the vLLM environment's interpreter (its own process, so the
+    engine is closed when it ends); its output goes to ``<out>/eval/<label>.log``."""
+    if python is None:
+        raise DemoError("vLLM is not set up (run `make vllm`), or pass --engine hf")
+    cmd = [str(python), "-m", "chunkwise.demo.evaluate", str(out), label]
+    _run_logged(cmd, out / "eval" / f"{label}.log", f"evaluating {label} on vLLM", {})
+
+
+def reference_available(spec: str) -> bool:
+    """Whether a packaged adapter (``hf:default-mr``) ships in this install."""
+    from chunkwise.llm import default_mr
+
+    name = spec.split(":", 1)[-1]
+    if name not in default_mr.PACKAGED:
+        return True  # any other spec is the user's to provide
+    return all((default_mr.package_dir(name) / f).is_file() for f in default_mr.ADAPTER_FILES)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -393,40 +511,6 @@ def _base_name(model: str) -> str:
         f"the demo trains LoRA adapters on --model; {model!r} must be hf:default or "
         "hf:<folder or hub id> without options"
     )
-
-
-def split_records(
-    records: list[dict[str, Any]], heldout_documents: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """(train, held-out, how): whole documents are held out — the last ``heldout_documents``
-    (by name) of those that yielded records — so evaluation reads documents training never
-    saw. When too few documents yielded records for that, the last question is held out
-    instead (its document is then seen in training, the question is not); with one record
-    nothing is held out."""
-    by_doc: dict[str, list[dict[str, Any]]] = {}
-    for rec in records:
-        by_doc.setdefault(_doc_name(rec), []).append(rec)
-    names = sorted(by_doc)
-    if heldout_documents < 1:
-        return list(records), [], "nothing held out"
-    if len(names) > heldout_documents:
-        held = set(names[-heldout_documents:])
-        train = [r for r in records if _doc_name(r) not in held]
-        heldout = [r for r in records if _doc_name(r) in held]
-        return train, heldout, f"documents {', '.join(sorted(held))}"
-    if len(records) >= 2:
-        return (
-            list(records[:-1]),
-            [records[-1]],
-            (f"question {records[-1].get('id')}: only {len(names)} document(s) yielded records"),
-        )
-    return list(records), [], "nothing held out: synthesis yielded one record"
-
-
-def _doc_name(record: dict[str, Any]) -> str:
-    """The document a record came from (its source file's stem)."""
-    sid = str(record.get("source_id") or "")
-    return Path(sid).stem if sid else ""
 
 
 def _count_lines(files: list[Path]) -> int:
@@ -489,35 +573,50 @@ def _launch_training(recipe: Path, out_dir: Path, steps: int, desc: str) -> None
     run's metrics.jsonl; the child's output goes to ``<out_dir>.log``."""
     from tqdm import tqdm
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    log_path = out_dir.with_suffix(".log")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env.setdefault("WANDB_MODE", "offline")
     metrics = out_dir / "metrics.jsonl"
-    cmd = training_command(recipe)
-    with (
-        open(log_path, "a", encoding="utf-8") as logf,
-        tqdm(total=steps, desc=desc, unit="step", dynamic_ncols=True) as bar,
-    ):
+    with tqdm(total=steps, desc=desc, unit="step", dynamic_ncols=True) as bar:
+
+        def tick() -> None:
+            done = _count_lines([metrics]) if metrics.exists() else 0
+            bar.update(max(0, min(done, steps) - bar.n))
+
+        _run_logged(
+            training_command(recipe),
+            out_dir.with_suffix(".log"),
+            desc,
+            {"WANDB_MODE": os.environ.get("WANDB_MODE", "offline")},
+            tick,
+        )
+
+
+def _run_logged(
+    cmd: list[str],
+    log_path: Path,
+    desc: str,
+    env: dict[str, str],
+    tick: Callable[[], None] | None = None,
+) -> None:
+    """Run ``cmd`` from the checkout with its output appended to ``log_path``, calling
+    ``tick`` every 2 s; stopped (terminate, then kill) when this process is interrupted; a
+    failure is one :class:`DemoError` with the log's last lines."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **env}
+    with open(log_path, "a", encoding="utf-8") as logf:
         logf.write(f"\n$ {' '.join(cmd)}\n")
         logf.flush()
         proc = subprocess.Popen(
-            cmd,
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=repo_root(),
+            cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=repo_root()
         )
         try:
             while proc.poll() is None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(timeout=2)
-                done = _count_lines([metrics]) if metrics.exists() else 0
-                bar.update(max(0, min(done, steps) - bar.n))
+                if tick is not None:
+                    tick()
         except BaseException:
             proc.terminate()
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 proc.kill()
             raise

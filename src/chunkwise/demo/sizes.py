@@ -11,92 +11,99 @@ from chunkwise.errors import BadInput
 @dataclass(frozen=True)
 class DemoSize:
     name: str
-    #: documents cut from the Python reference, and tokens each (a target)
-    documents: int
-    document_tokens: int
-    #: the last this-many documents are held out of training; their questions are evaluated
-    heldout_documents: int
-    questions_per_doc: int
-    #: the window the synthesis teacher (hf:default) works in
-    synth_window: int
-    #: MapReduce chunk size in synthesis, in the trained map examples and at evaluation
+    #: training documents: generated families with ground truth (chunkwise.data.families),
+    #: this many per family and length, from the training seed
+    train_families: tuple[str, ...]
+    train_lengths: tuple[int, ...]
+    train_docs: int
+    #: MapReduce chunk size in the oracle's records, in the trained map examples and at
+    #: evaluation (every model reads the same chunks)
     map_chunk_tokens: int
-    #: optimizer steps per training mode and the longest training sequence (tokens)
+    #: optimizer steps per training mode, the longest training sequence (tokens), LoRA rank
+    #: and peak learning rate
     train_steps: int
     train_max_length: int
     lora_r: int
-    #: evaluation: the window both strategies get, the length of the InfiniteBench retrieval
-    #: documents (tokens, beyond the window) and which tasks, examples per retrieval task,
-    #: held-out questions evaluated
-    eval_window: int
+    lr: float
+    #: evaluation: generated documents of ``eval_length`` tokens from the held-out seeds (never
+    #: trained on) for every task in ``eval_tasks``, ``eval_n`` per task; the families not in
+    #: ``train_families`` were never trained on at all. Both decodings get ``eval_window``.
+    eval_tasks: tuple[str, ...]
     eval_length: int
-    retrieval_tasks: tuple[str, ...]
+    eval_window: int
     eval_n: int
-    heldout_questions: int
+    #: a packaged adapter trained by the same pipeline at full length (``make default-mr``),
+    #: evaluated beside the demo's checkpoints under mapreduce decoding; None: not evaluated
+    reference: str | None
     #: what a quiet 2-core CPU takes, said before starting
     expected: str
+    #: cap on each MapReduce call's new tokens (0: the protocol's own, 384 for a map call); the
+    #: smoke size caps it, since its barely trained checkpoints write until the cap
+    max_new_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def unseen_families(self) -> tuple[str, ...]:
+        return tuple(t for t in self.eval_tasks if t not in self.train_families)
 
 
 SIZES: dict[str, DemoSize] = {
     # CI: every stage and artifact, minutes on 2 cores
     "smoke": DemoSize(
         name="smoke",
-        documents=3,
-        document_tokens=700,
-        heldout_documents=1,
-        questions_per_doc=1,
-        synth_window=768,
-        map_chunk_tokens=256,
+        train_families=("passkey", "kv_retrieval"),
+        train_lengths=(900,),
+        train_docs=2,
+        map_chunk_tokens=600,
         train_steps=2,
-        train_max_length=512,
+        train_max_length=1280,
         lora_r=4,
-        eval_window=512,
-        eval_length=900,
-        retrieval_tasks=("passkey",),
+        lr=1e-3,
+        eval_tasks=("number_string",),
+        eval_length=1400,
+        eval_window=1280,
         eval_n=1,
-        heldout_questions=1,
-        expected="about 4 minutes",
+        reference=None,
+        expected="about 5 minutes",
+        max_new_tokens=160,
     ),
-    # `make demo`: the whole loop on a laptop CPU, retrieval beyond an 8K window
+    # `make demo`: the whole loop on a laptop CPU, 20 held-out documents per task and cell
     "small": DemoSize(
         name="small",
-        documents=4,
-        document_tokens=2500,
-        heldout_documents=1,
-        questions_per_doc=2,
-        synth_window=2048,
-        map_chunk_tokens=768,
-        train_steps=16,
-        train_max_length=1024,
-        lora_r=16,
-        eval_window=8192,
-        eval_length=10000,
-        retrieval_tasks=("passkey", "kv_retrieval"),
-        eval_n=1,
-        heldout_questions=2,
-        expected="about 15 minutes on 2 CPU cores",
-    ),
-    # more of everything (an hour or more on 2 cores; minutes on a GPU)
-    "full": DemoSize(
-        name="full",
-        documents=10,
-        document_tokens=6000,
-        heldout_documents=2,
-        questions_per_doc=3,
-        synth_window=4096,
-        map_chunk_tokens=1024,
-        train_steps=120,
+        train_families=("passkey", "kv_retrieval"),
+        train_lengths=(2000,),
+        train_docs=12,
+        map_chunk_tokens=500,
+        train_steps=12,
         train_max_length=2048,
         lora_r=16,
-        eval_window=8192,
-        eval_length=16000,
-        retrieval_tasks=("passkey", "kv_retrieval"),
-        eval_n=3,
-        heldout_questions=6,
-        expected="one to two hours on 2 CPU cores",
+        lr=1e-3,
+        eval_tasks=("kv_retrieval", "number_string"),
+        eval_length=2000,
+        eval_window=1536,
+        eval_n=20,
+        reference="hf:default-mr",
+        expected="over an hour on 2 CPU cores with vLLM (training ~14 min, then 14 cells of 20 "
+        "documents); minutes on a GPU",
+    ),
+    # the demo's own training long enough to learn the protocol (`make default-mr`'s scale)
+    "full": DemoSize(
+        name="full",
+        train_families=("passkey", "kv_retrieval", "number_string", "conflicting"),
+        train_lengths=(2000, 3000, 4000),
+        train_docs=12,
+        map_chunk_tokens=500,
+        train_steps=240,
+        train_max_length=2048,
+        lora_r=16,
+        lr=1e-3,
+        eval_tasks=("passkey", "kv_retrieval", "conflicting", "multihop"),
+        eval_length=4000,
+        eval_window=2048,
+        eval_n=50,
+        reference="hf:default-mr",
+        expected="two to three hours on 2 CPU cores (minutes on a GPU)",
     ),
 }
 

@@ -10,23 +10,18 @@ from chunkwise.demo.pipeline import DECODING, TRAIN_MODES, Demo, fmt3
 def rerun_commands(demo: Demo) -> list[str]:
     """Each stage as the standalone command it corresponds to."""
     s, out, q = demo.size, demo.out, shlex.quote
-    cfg = demo.synth_config()
-    mr = f"chunk_tokens={s.map_chunk_tokens}"
+    mr = ",".join(f"{k}={v}" for k, v in demo.mapreduce_args().items())
     ckpt = out / "train" / "mapreduce"
     return [
-        f"chunkwise synth --docs {q(cfg.docs)} --model {q(demo.model)} --out {q(cfg.out)} "
-        f"--window {s.synth_window} --questions-per-doc {s.questions_per_doc} "
-        f"--strategy-args {mr} --seed {demo.seed}",
+        f"chunkwise synth --teacher oracle --model hf:default-mr --families "
+        f"{','.join(s.train_families)} --lengths {','.join(map(str, s.train_lengths))} "
+        f"--n {s.train_docs} --seed {demo.seed} --window {s.eval_window} --strategy-args {mr} "
+        f"--out {q(str(out / 'synth'))}",
         *(f"accelerate launch train/sft.py {q(str(demo.recipe_path(m)))}" for m in TRAIN_MODES),
         f"chunkwise eval --model {q(str(ckpt))} --strategy mapreduce --strategy-args {mr} "
-        f"--tasks {','.join(s.retrieval_tasks)} --data synthetic:{s.eval_length} "
+        f"--benchmark generated --tasks {','.join(s.eval_tasks)} --data heldout:{s.eval_length} "
         f"--limit {s.eval_n} --context-window {s.eval_window} "
-        f"--output {q(str(out / 'eval' / 'sft-mapreduce' / 'mapreduce' / 'retrieval'))}",
-        f"chunkwise eval --model {q(str(ckpt))} --strategy mapreduce --strategy-args {mr} "
-        f"--benchmark pyramid_align --tasks qa --data {q(str(out / 'data' / 'heldout.jsonl'))} "
-        f"--limit {s.heldout_questions} --context-window {s.eval_window} "
-        f"--output {q(str(out / 'eval' / 'sft-mapreduce' / 'mapreduce' / 'heldout'))}",
-        f"chunkwise compare {q(str(out))}/eval/*/* --plot {q(str(out / 'report' / 'compare.png'))}",
+        f"--output {q(str(out / 'eval' / 'sft-mapreduce' / 'mapreduce'))}",
     ]
 
 
@@ -42,22 +37,17 @@ FULL_SCALE = [
 
 def final_text(demo: Demo) -> str:
     st = demo.state["stages"]
-    table = st["report"]["summary"]["table"]
-    from chunkwise.eval.compare import to_markdown
-
+    rep = st["report"]["summary"]
     out = demo.out
-    s = demo.size
     lines = [
         "",
-        f"Scores (%): rows are tasks, columns are <model>/<decoding>; window {s.eval_window:,} "
-        f"tokens, {' and '.join(s.retrieval_tasks)} at {s.eval_length:,} tokens (n={s.eval_n} each), "
-        f"held-out questions scored by ROUGE-L F1 against the teacher's MapReduce answers "
-        f"(n<={s.heldout_questions}). base = hf:default; sft-* = LoRA-trained in that mode.",
+        rep["caption"],
+        "base = " + demo.model + " (its base-model scaffolds); sft-* = LoRA-trained here in that "
+        "mode, read with the chat protocol; reference = the packaged adapter, same decoding.",
         "",
-        to_markdown(table),
+        rep["table"],
         "",
-        "Note: base/mapreduce is the synthesis teacher itself (same model, decoding and chunk "
-        "size), so on held-out questions it reproduces the reference answers by construction.",
+        *rep["verdict"],
         "",
         "Training: "
         + "; ".join(
@@ -68,15 +58,15 @@ def final_text(demo: Demo) -> str:
         + ", ".join(f"{k} {v.get('seconds', 0):.0f}" for k, v in st.items()),
         "",
         "Where things are:",
-        f"  documents        {out / 'docs'}",
-        f"  Pyramid-Align    {out / 'synth'} (data/*.jsonl, dataset/, stats.json), "
-        f"split in {out / 'data'}",
+        f"  documents        {out / 'docs'}/{{train,heldout}}.jsonl (ground truth included)",
+        f"  Pyramid-Align    {out / 'synth'}/data/oracle.jsonl (X, Q, M, A), training set in "
+        f"{out / 'data'}",
         f"  checkpoints      {out / 'train'}/{{{','.join(TRAIN_MODES)}}} (LoRA adapters; load with "
         f"--model <folder>); logs {out / 'train'}/*.log",
         f"  wandb (offline)  {out / 'train'}/*/wandb  (wandb sync <run folder> to upload)",
-        f"  evaluation       {out / 'eval'}/<model>/{{{','.join(DECODING)}}}/"
-        "{retrieval,heldout}/results.json",
-        f"  report           {out / 'report'}/compare.{{md,json,png}}",
+        f"  evaluation       {out / 'eval'}/<model>/{{{','.join(DECODING)}}}/results.json "
+        "(per-document predictions beside)",
+        f"  report           {out / 'report'}/{{table.md,report.json,accuracy.png}}",
         "",
         "Rerun one stage alone (the demo calls the same code):",
         *(f"  {c}" for c in rerun_commands(demo)),

@@ -120,6 +120,9 @@ class MapReduce(Strategy):
                         ``map_ungrounded`` (chunk indices in ``ungrounded_parts``). Off by default
                         (a paraphrasing model would lose true findings); hf:default-mr, taught
                         to quote, decodes with it on
+    max_new_tokens      cap on every stage's new tokens (0: the prompt set's own
+                        ``map/collapse/reduce_max_new_tokens``); a cap also frees window room
+                        for chunks and groups
     """
 
     name = "mapreduce"
@@ -141,8 +144,12 @@ class MapReduce(Strategy):
         unscored: str = "keep",
         ask_confidence: bool = False,
         grounding: bool = False,
+        max_new_tokens: int = 0,
     ):
         super().__init__(window)
+        if max_new_tokens < 0:
+            raise BadInput(f"mapreduce option max_new_tokens={max_new_tokens}: expected >= 0")
+        self.max_new_tokens = max_new_tokens
         for opt, value, allowed in (
             ("protocol", protocol, ("structured", "plain")),
             ("confidence", confidence, ("auto", "self", "logprob", "both", "off")),
@@ -229,11 +236,14 @@ class MapReduce(Strategy):
         if stage == "map" and self.early_stop and self.protocol == "structured":
             stop.append(self._no_info_stop(p))
         return GenerationParams(
-            max_new_tokens=int(p.templates[f"{stage}_max_new_tokens"]),
+            max_new_tokens=self._cap(int(p.templates[f"{stage}_max_new_tokens"])),
             temperature=self.temperature,
             stop=tuple(stop),
             logprobs=want_logprobs,
         )
+
+    def _cap(self, n: int) -> int:
+        return min(n, self.max_new_tokens) if self.max_new_tokens else n
 
     @staticmethod
     def _request(llm: LLM, text: str, params: GenerationParams) -> Request:
@@ -537,7 +547,7 @@ class MapReduce(Strategy):
         stats: Stats,
         trace: list[TraceEvent],
     ) -> tuple[list[Record], int]:
-        reduce_new = int(p.templates["reduce_max_new_tokens"])
+        reduce_new = self._cap(int(p.templates["reduce_max_new_tokens"]))
         reduce_tokens = llm.prompt_tokens(
             llm.as_prompt(p.render(self._template("reduce"), records="", **_q(query)))
         )
