@@ -680,7 +680,7 @@ _WRAPPED_SENTENCE = re.compile(r"(?<![\w-])[A-Z][a-z](?:[a-z ,]|\n(?!\n)){40,200
 
 def reference_sections(rng: random.Random) -> list[str]:
     """The language reference's topics (``## name`` + text) in an order drawn from ``rng``."""
-    from chunkwise.demo.documents import reference_topics
+    from chunkwise.data.python_reference import reference_topics
 
     topics = reference_topics()
     order = list(range(len(topics)))
