@@ -205,3 +205,18 @@ def test_evaluation_engines_and_their_specs(tmp_path, monkeypatch):
         "chunk_tokens": 500,
     }
     assert set(models["reference"].decodings) == {"mapreduce"}
+
+
+def test_the_vllm_side_entry_point_fails_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-m", "chunkwise.demo.evaluate", str(tmp_path / "none"), "base"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        f"chunkwise.demo.evaluate: error: demo ledger {tmp_path / 'none' / 'demo.json'} not found"
+    ]

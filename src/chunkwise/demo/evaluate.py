@@ -37,5 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _cli() -> int:
+    from chunkwise.errors import ChunkwiseError
+
+    try:
+        return main()
+    except ChunkwiseError as e:  # one line, not a traceback; the demo shows this log's tail
+        print(f"chunkwise.demo.evaluate: error: {e}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_cli())
