@@ -220,3 +220,43 @@ def test_the_vllm_side_entry_point_fails_in_one_line(tmp_path):
     assert run.stderr.strip().splitlines() == [
         f"chunkwise.demo.evaluate: error: demo ledger {tmp_path / 'none' / 'demo.json'} not found"
     ]
+
+
+SIGTERM_SCRIPT = """
+import os, sys
+from chunkwise import cli
+from chunkwise.demo import pipeline
+
+marker = sys.argv[1]
+child = "import os, pathlib, sys, time; pathlib.Path(sys.argv[1]).write_text(str(os.getpid())); time.sleep(300)"
+
+
+def documents(self):
+    pipeline._run_logged([sys.executable, "-c", child, marker], self.out / "child.log", "child", {})
+    return {}, "never"
+
+
+pipeline.Demo.documents = documents
+sys.exit(cli.main(["demo", "--size", "smoke", "--out", sys.argv[2], "--engine", "hf"]))
+"""
+
+
+def test_sigterm_records_the_stage_as_interrupted_and_stops_its_child(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker, out = tmp_path / "child.pid", tmp_path / "demo"
+    demo = subprocess.Popen([sys.executable, "-c", SIGTERM_SCRIPT, str(marker), str(out)])
+    deadline = time.monotonic() + 120
+    while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # waiting for the child to start, not timing anything
+    child = int(marker.read_text())
+    demo.send_signal(signal.SIGTERM)
+    assert demo.wait(timeout=120) != 0
+    state = json.loads((out / "demo.json").read_text())
+    assert state["stages"]["documents"]["status"] == "interrupted"
+    with pytest.raises(ProcessLookupError):  # terminated and reaped, not left running
+        os.kill(child, 0)
