@@ -71,7 +71,6 @@ class Demo:
     engine: str = "auto"
     echo: Callable[[str], None] = print
     state: dict[str, Any] = field(default_factory=dict)
-    _teacher: Any = None
     _counter: Any = None
 
     # ---------------------------------------------------------------- state
@@ -165,17 +164,9 @@ class Demo:
         return self.state
 
     def close_models(self) -> None:
-        held = {id(x): x for x in (self._teacher, self._counter) if x is not None}
-        for llm in held.values():
-            llm.close()
-        self._teacher = self._counter = None
-
-    def teacher(self) -> Any:
-        if self._teacher is None:
-            from chunkwise.llm import load_llm
-
-            self._teacher = load_llm(self.model)
-        return self._teacher
+        if self._counter is not None:
+            self._counter.close()
+            self._counter = None
 
     # ---------------------------------------------------------------- stages
 
@@ -188,7 +179,9 @@ class Demo:
 
                 self._counter = counting_llm()
             else:
-                self._counter = self.teacher()
+                from chunkwise.llm import load_llm
+
+                self._counter = load_llm(self.model)
         return self._counter
 
     def documents(self) -> tuple[dict[str, Any], str]:
@@ -417,7 +410,7 @@ class Demo:
                         "score": r["score"],
                         "ci95": r.get("score_ci95"),
                         "n": r.get("n"),
-                        "seconds": res.get("timing", {}).get("seconds"),
+                        "seconds": res.get("timing", {}).get("session_seconds"),
                     }
         summary = {"engine": engine, "cells": summary}
         line = (
