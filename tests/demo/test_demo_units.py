@@ -220,6 +220,15 @@ def test_the_vllm_side_entry_point_fails_in_one_line(tmp_path):
     assert run.stderr.strip().splitlines() == [
         f"chunkwise.demo.evaluate: error: demo ledger {tmp_path / 'none' / 'demo.json'} not found"
     ]
+    for text in ("", '{"size": "smoke",', '{"size": "smoke"}'):  # empty, malformed, not a ledger
+        (tmp_path / "demo.json").write_text(text)
+        run = subprocess.run(
+            [sys.executable, "-m", "chunkwise.demo.evaluate", str(tmp_path), "base"],
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 2
+        assert len(run.stderr.strip().splitlines()) == 1 and "demo.json" in run.stderr
 
 
 SIGTERM_SCRIPT = """

@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out, label = Path(args[0]), args[1]
     state = read_json(out / "demo.json", "demo ledger")
+    if not isinstance(state, dict) or not all(k in state for k in ("sizes", "model", "seed")):
+        raise BadInput(f"{out / 'demo.json'} is not a demo ledger (no sizes, model and seed)")
     sizes = {k: tuple(v) if isinstance(v, list) else v for k, v in state["sizes"].items()}
     known = set(DemoSize.__dataclass_fields__)
     size = DemoSize(**{k: v for k, v in sizes.items() if k in known})
