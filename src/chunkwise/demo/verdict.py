@@ -130,8 +130,13 @@ def verdict(cells: dict[tuple[str, str, str], Cell], size: DemoSize) -> list[str
     return lines
 
 
+def columns(cells: dict[tuple[str, str, str], Cell], size: DemoSize) -> list[tuple[str, str]]:
+    """The (model, decoding) columns that have at least one cell, in reading order."""
+    return [c for c in COLUMNS if any((c[0], c[1], t) in cells for t in size.eval_tasks)]
+
+
 def markdown(cells: dict[tuple[str, str, str], Cell], size: DemoSize) -> str:
-    cols = [c for c in COLUMNS if any((c[0], c[1], t) in cells for t in size.eval_tasks)]
+    cols = columns(cells, size)
     head = "| task | " + " | ".join(f"{m}/{d}" for m, d in cols) + " |"
     rule = "|---|" + "---:|" * len(cols)
     rows = []
@@ -155,13 +160,11 @@ def build_report(summary: dict[str, Any], size: DemoSize, folder: Path) -> dict[
         f"{size.eval_length:,} tokens each, window {size.eval_window:,} tokens."
     )
     atomic_write_text(folder / "table.md", f"{caption}\n\n{table}\n\n" + "\n".join(words) + "\n")
-    cols = [c for c in COLUMNS if any((c[0], c[1], t) in cells for t in size.eval_tasks)]
     series = {
         f"{m}/{d}": [
-            (lambda c: (c.score, c.lo, c.hi) if c else None)(cells.get((m, d, t)))
-            for t in size.eval_tasks
+            (c.score, c.lo, c.hi) if (c := cells.get((m, d, t))) else None for t in size.eval_tasks
         ]
-        for m, d in cols
+        for m, d in columns(cells, size)
     }
     png = interval_bars(
         folder / "accuracy.png",
