@@ -152,6 +152,13 @@ def test_finished_stages_are_skipped_and_a_failure_is_recorded(tmp_path):
     other = dataclasses.replace(get_size("smoke"), train_docs=3)
     with pytest.raises(BadInput, match="other sizes"):
         Ledger(out, other).run()
+    # ... but not for what changes no result: the time estimate, documents answered at once
+    faster = dataclasses.replace(get_size("smoke"), expected="a while", eval_parallel=3)
+    fourth = Ledger(out, faster)
+    fourth.run()
+    assert fourth.calls == []
+    ledger = json.loads((out / "demo.json").read_text())
+    assert ledger["sizes"]["eval_parallel"] == 3 and ledger["sizes"]["expected"] == "a while"
 
 
 def test_bad_out_and_model_fail_before_any_stage(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 from chunkwise.data.families import HELDOUT_SEED, TRAIN_SEED, get_family
 from chunkwise.errors import BadInput
 from chunkwise.eval.benchmarks import get_benchmark
+from chunkwise.eval.run_dir import read_records
 from chunkwise.eval.runner import EvalConfig, run_eval
 from chunkwise.llm.scripted import ScriptedLLM
 
@@ -74,3 +75,54 @@ def test_runs_through_the_eval_runner_with_intervals(tmp_path):
     r = res["results"]["passkey"]
     assert r["n"] == 6 and r["score"] == pytest.approx(100.0)
     assert len(r["score_ci95"]) == 2
+
+
+class BatchLog(ScriptedLLM):
+    """The scripted reader, remembering how many requests each backend call carried."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.sizes: list[int] = []
+
+    def _generate(self, requests):
+        self.sizes.append(len(requests))
+        return super()._generate(requests)
+
+
+@pytest.mark.parametrize("strategy", ["standard", "mapreduce"])
+def test_parallel_examples_share_batches_and_predict_the_same(tmp_path, strategy):
+    def run(parallel: int) -> tuple[dict, list[int]]:
+        reader = BatchLog(rules=[(r"pass key is (\d+)", r"\1")], default="none")
+        cfg = EvalConfig(
+            model="scripted:reader",
+            strategy=strategy,
+            strategy_args={"chunk_tokens": 150} if strategy == "mapreduce" else {},
+            benchmark="generated",
+            tasks=["passkey"],
+            data="heldout:400",
+            limit=6,
+            context_window=4096,
+            parallel=parallel,
+            output=str(tmp_path / f"p{parallel}"),
+        )
+        res = run_eval(cfg, llm=reader, progress=False)
+        preds = {
+            r["id"]: (r["prediction"], r["stats"]["llm_calls"])
+            for r in read_records(tmp_path / f"p{parallel}" / "predictions" / "passkey.jsonl")
+        }
+        assert res["results"]["passkey"]["n"] == 6
+        return preds, reader.sizes
+
+    one, one_sizes = run(1)
+    three, three_sizes = run(3)
+    assert three == one  # the same answers, whatever finished first
+    assert sum(three_sizes) == sum(one_sizes)  # the same requests ...
+    assert len(three_sizes) < len(one_sizes)  # ... in fewer, larger backend calls
+    if strategy == "standard":  # one call per example: three examples per backend call
+        assert (one_sizes, three_sizes) == ([1] * 6, [3, 3])
+
+
+def test_parallel_must_be_a_positive_whole_number(tmp_path):
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(BadInput, match="parallel"):
+            EvalConfig(parallel=bad, output=str(tmp_path)).resolved()  # type: ignore[arg-type]

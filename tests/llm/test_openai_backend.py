@@ -121,7 +121,9 @@ def test_concurrent_requests_are_micro_batched():
         first = pool.submit(remote.generate, reqs(["n0"]))
         assert llm.entered.wait(20)  # the worker is busy with n0 ...
         rest = pool.submit(remote.generate, reqs(["n1", "n2", "n3"]))
-        wait_until(lambda: server.stats.in_flight == 4)  # ... while three more queue up
+        # ... while three more reach the scheduler's queue (in_flight counts HTTP arrivals, which
+        # run ahead of the queue: waiting on it let the worker start with two of the three)
+        wait_until(lambda: server.stats.queued == 4)
         llm.gate.set()
         assert [c.text for c in first.result(20)] == ["reply 0"]
         assert [c.text for c in rest.result(20)] == ["reply 1", "reply 2", "reply 3"]

@@ -19,19 +19,9 @@ def passkey_8k(embedded_llm):
 
 
 @pytest.mark.slow
-def test_embedded_model_finds_passkey_in_8k_document(embedded_llm, passkey_8k):
-    ans = get_strategy("mapreduce", window=4096).answer(
-        passkey_8k["context"], passkey_query(passkey_8k), embedded_llm
-    )
-    assert score_one("passkey", ans.text, passkey_8k["answer"]) == 1.0, ans.text
-    m = to_intermediate(ans)
-    assert len(m["map"]) == ans.stats.extra["chunks"] >= 8
-    kept = [r for r in m["map"] if (r["confidence"] or 0) >= 3.5]
-    assert any(passkey_8k["answer"][0] in (r["answer"] or "") for r in kept)
-
-
-@pytest.mark.slow
-def test_openai_backend_drives_a_full_mapreduce_run(embedded_llm, passkey_8k):
+def test_embedded_model_finds_passkey_in_8k_document_over_http(embedded_llm, passkey_8k):
+    """The embedded model served by chunkwise's OpenAI-compatible server, read through the
+    ``openai`` backend: a full map -> reduce run on 8K tokens (one run, both paths)."""
     from chunkwise.serve import serve_in_thread
 
     with serve_in_thread(embedded_llm) as base_url:
@@ -45,6 +35,10 @@ def test_openai_backend_drives_a_full_mapreduce_run(embedded_llm, passkey_8k):
     assert score_one("passkey", ans.text, passkey_8k["answer"]) == 1.0, ans.text
     assert ans.stats.llm_calls >= ans.stats.extra["chunks"] + 1
     assert ans.stats.extra["confidence_source"] == "logprob"
+    m = to_intermediate(ans)
+    assert len(m["map"]) == ans.stats.extra["chunks"] >= 8
+    kept = [r for r in m["map"] if (r["confidence"] or 0) >= 3.5]
+    assert any(passkey_8k["answer"][0] in (r["answer"] or "") for r in kept)
 
 
 # -- hf:default-mr: the protocol on a real model (skips until `make default-mr` has run) -----

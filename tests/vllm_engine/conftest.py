@@ -29,7 +29,10 @@ SERVED_NAME = "gemma"
 #: fp32, as hf:default runs: the parity tests compare the engines, not bf16 rounding (on an
 #: AMX Xeon vLLM's default bf16 gave 17/20 identical greedy outputs against hf's fp32; on an
 #: AVX2 EPYC, where both run fp32, 20/20)
-VLLM_SPEC = "vllm:default?max_model_len=8192&dtype=float32"
+#: inproc=0: the session's engine in its own processes, so that the tests' short-lived engines
+#: can each run in this process (only one may at a time: vLLM's parallel groups are module
+#: globals), which starts them in about half the time
+VLLM_SPEC = "vllm:default?max_model_len=8192&dtype=float32&inproc=0"
 
 
 @pytest.fixture(scope="session")
@@ -76,6 +79,8 @@ def serve_command(model_dir: Path, port: int, chat_template: Path) -> list[str]:
         "--max-model-len",
         "8192",
         "--enforce-eager",
+        "--distributed-executor-backend",  # one rank: its worker in the engine's process
+        "uni",
         "--chat-template",
         str(chat_template),
     ]

@@ -125,12 +125,13 @@ def test_bad_spec_is_a_clean_error() -> None:
         load_llm("vllm:default?max_model_len=0")
 
 
-def test_default_mr_adapter_on_vllm_follows_the_protocol(embedded_llm) -> None:
+def test_default_mr_adapter_on_vllm_follows_the_protocol(embedded_llm, vllm_llm) -> None:
     """``vllm:default-mr``: the shipped MapReduce adapter (merged into the base once, since it
     trains the end-of-turn embedding row, which vLLM's LoRA would drop), with the chat template
     it was trained under, answers a held-out passkey document with the
     four-field protocol (NO INFORMATION where the needle is not)."""
     from chunkwise.data.families import HELDOUT_SEED, get_family
+    from chunkwise.errors import BadInput
     from chunkwise.llm import default_mr
     from chunkwise.strategies import get_strategy
 
@@ -141,9 +142,17 @@ def test_default_mr_adapter_on_vllm_follows_the_protocol(embedded_llm) -> None:
     fam = get_family("passkey")
     doc = fam.make(n=1, seed=HELDOUT_SEED + 1, length_tokens=4000,
                    count_tokens=embedded_llm.count_tokens)[0]  # fmt: skip
+    before = vllm_llm.complete("The capital of France is", max_new_tokens=6).text
     with load_llm("vllm:default-mr?max_model_len=8192") as llm:
         assert llm.chat  # the adapter's own template, not the base model's plain prompts
+        # this one runs in this process (the session's engine has its own processes), and
+        # only one may: vLLM keeps its parallel groups in module globals
+        assert llm.inproc and not vllm_llm.inproc
+        with pytest.raises(BadInput, match="already runs in this process"):
+            load_llm("vllm:default?max_model_len=2048&inproc=1")
         ans = strategy.answer(doc.context, doc.query(), llm)
+    # the engine beside it is untouched by its start and its close
+    assert vllm_llm.complete("The capital of France is", max_new_tokens=6).text == before
     maps = [e.output for e in ans.trace if e.stage == "map"]
     assert len(maps) >= 3 and ans.stats.extra["confidence_source"] == "self"
     assert 1 <= sum(not r["no_information"] for r in maps) < len(maps), maps

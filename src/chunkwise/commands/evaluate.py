@@ -29,6 +29,7 @@ _FLAGS = {
     "output": "output",
     "save_trace": "save_trace",
     "log_samples": "log_samples",
+    "parallel": "parallel",
     "wandb": "wandb",
     "wandb_project": "wandb_project",
     "wandb_entity": "wandb_entity",
@@ -103,6 +104,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         const=True,
         help="store every example's exact prompt(s) in its prediction line and write "
         "samples/<task>.jsonl (prompt, raw output, extracted answer, score)",
+    )
+    p.add_argument(
+        "--parallel",
+        type=int,
+        metavar="N",
+        help="answer N examples at once, their model calls merged into one batch (default: 1; "
+        "worth it on vLLM, where decoding many sequences costs little more than one)",
     )
     p.add_argument(
         "--wandb",

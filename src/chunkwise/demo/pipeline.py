@@ -49,6 +49,11 @@ class DemoError(ChunkwiseError):
     """A stage could not finish; the message says which and where its log is."""
 
 
+#: size settings a resumed run may change: they change what is said or how fast it runs, not
+#: a result (the time estimate; how many documents are answered at once)
+RESUMABLE_SIZE_FIELDS = frozenset({"expected", "eval_parallel"})
+
+
 def repo_root() -> Path:
     """The source checkout the demo runs from (it needs train/sft.py and recipes/demo/)."""
     root = Path(__file__).resolve().parents[3]
@@ -97,6 +102,11 @@ class Demo:
                     f"{self.state_file} is not a demo ledger; pass another --out (or delete it)"
                 )
             have = {k: state.get(k) for k in want}
+            if isinstance(have["sizes"], dict):  # what does not change a result may change
+                have["sizes"] = {
+                    **have["sizes"],
+                    **{k: v for k, v in sizes.items() if k in RESUMABLE_SIZE_FIELDS},
+                }
             if have != want:
                 changed = ", ".join(k for k in want if have[k] != want[k])
                 raise BadInput(
@@ -104,7 +114,8 @@ class Demo:
                     f"({ {k: have[k] for k in want if k != 'sizes'} }): pass another --out "
                     "(or --fresh to start this folder over)"
                 )
-            self.state = state
+            self.state = {**state, "sizes": sizes}
+            self.save_state()
         else:
             self.state = {**want, "stages": {}}
             self.save_state()
@@ -318,10 +329,7 @@ class Demo:
                 _launch_training(recipe, out_dir, self.size.train_steps, f"train {mode}")
             train_info = json.loads(info.read_text(encoding="utf-8"))
             summary[mode] = _training_summary(out_dir, train_info)
-        line = "; ".join(
-            f"{m}: {s['steps']} steps, loss {fmt3(s['first_loss'])} -> {fmt3(s['final_loss'])}"
-            for m, s in summary.items()
-        )
+        line = "; ".join(f"{m}: {_losses_line(s)}" for m, s in summary.items())
         return summary, line + f" (LoRA adapters in {self.out / 'train'})"
 
     def eval_models(self) -> list[EvalModel]:
@@ -360,6 +368,7 @@ class Demo:
                 tasks=list(s.eval_tasks),
                 data=f"heldout:{s.eval_length}",
                 limit=s.eval_n,
+                parallel=s.eval_parallel,
                 output=str(self.out / "eval" / m.label / strategy),
             )
             for strategy, args in m.decodings.items()
@@ -537,6 +546,12 @@ def _training_summary(out_dir: Path, train_info: dict[str, Any]) -> dict[str, An
         "losses": losses,
         "output_dir": str(out_dir),
     }
+
+
+def _losses_line(s: dict[str, Any]) -> str:
+    if s["steps"] == 1:
+        return f"1 step, loss {fmt3(s['final_loss'])}"
+    return f"{s['steps']} steps, loss {fmt3(s['first_loss'])} -> {fmt3(s['final_loss'])}"
 
 
 def training_command(recipe: Path) -> list[str]:

@@ -91,26 +91,27 @@ def verdict(cells: dict[tuple[str, str, str], Cell], size: DemoSize) -> list[str
     """The thesis in words: first the demo's own MapReduce-aligned checkpoint, then the
     packaged reference trained by the same pipeline at full length."""
     lines = []
+    steps = f"{size.train_steps} step" + ("" if size.train_steps == 1 else "s")
     own = contrast(cells, "sft-mapreduce", size)
     ref = contrast(cells, "reference", size)
     if own is not None:
         shown = bool(own["better"])
         lines.append(
             (
-                f"The thesis shows at this size: MapReduce-aligned training ({size.train_steps} "
-                "steps) beats the base model's mapreduce decoding on held-out documents beyond "
-                "the window, with intervals that do not overlap."
+                f"The thesis shows at this size: MapReduce-aligned training ({steps}) beats"
+                " the base model's mapreduce decoding on held-out documents beyond the "
+                "window, with intervals that do not overlap."
             )
             if shown
             else (
-                f"The thesis does NOT show in this demo's own training: {size.train_steps} "
-                "steps of MapReduce-aligned training do not beat the base model's mapreduce "
+                "The thesis does NOT show in this demo's own training: MapReduce-aligned "
+                f"training ({steps}) does not beat the base model's mapreduce "
                 "decoding on any held-out task with intervals that do not overlap. The protocol "
                 "takes a few hundred steps to learn (`make default-mr` trains 310, 45-100 "
                 "minutes on 2 CPU cores), more than this demo spends."
             )
         )
-        lines.append(_sentence(f"The demo's sft-mapreduce ({size.train_steps} steps)", own))
+        lines.append(_sentence(f"The demo's sft-mapreduce ({steps})", own))
     if ref is not None:
         lines.append(
             _sentence(

@@ -20,6 +20,7 @@ RESUME_EXEMPT = frozenset(
         "scorer",
         "extract",
         "log_samples",
+        "parallel",
         "wandb",
         "wandb_project",
         "wandb_entity",
@@ -70,6 +71,9 @@ class EvalConfig:
     output: str = "runs/eval"
     #: keep each strategy trace (every LLM call) in the prediction lines
     save_trace: bool = True
+    #: examples answered at once, each in its own thread, their model calls merged into one
+    #: batch (worth it on vLLM and batched HF decoding; predictions are written as they finish)
+    parallel: int = 1
     #: store every call's exact prompt in the prediction lines and write samples/<task>.jsonl
     #: (prompt, raw output, extracted answer, per-sample score)
     log_samples: bool = False
@@ -103,6 +107,14 @@ class EvalConfig:
         limit = _check_limit(self.limit)
         if self.context_window is not None and self.context_window < 1:
             raise BadInput(f"context_window must be positive, got {self.context_window}")
+        if (
+            isinstance(self.parallel, bool)
+            or not isinstance(self.parallel, int)
+            or self.parallel < 1
+        ):
+            raise BadInput(
+                f"parallel must be a whole number of examples (1 or more), got {self.parallel!r}"
+            )
         if not str(self.output).strip():
             raise BadInput("output (the run folder) is empty")
         revision = self.revision

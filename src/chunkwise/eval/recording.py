@@ -25,6 +25,10 @@ class RecordingLLM:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
+    def wrapped(self) -> Any:
+        """The model this records."""
+        return self._inner
+
     def reset(self) -> None:
         self.prompts, self.outputs = [], []
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -280,8 +281,7 @@ def _generate(s: _Session, task: str, examples: list[dict[str, Any]]) -> None:
     app: JsonlAppender | None = None
     try:
         with bar:
-            for ex in todo:
-                rec = _predict(s, task, ex)
+            for rec in _answers(s, task, todo):
                 if not s.config_written:  # the first prediction exists: now the run does too
                     write_config(out, s.cfg)
                     s.config_written = True
@@ -298,17 +298,35 @@ def _generate(s: _Session, task: str, examples: list[dict[str, Any]]) -> None:
     log.info("%s%s: %d new predictions (%d were done)", task, where, n, len(my) - len(todo))
 
 
-def _predict(s: _Session, task: str, ex: dict[str, Any]) -> dict[str, Any]:
+def _answers(s: _Session, task: str, todo: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Prediction records of ``todo``: one at a time, in data order, or with ``parallel`` > 1
+    that many at once (each in its own thread, their model calls merged into one batch by
+    :class:`~chunkwise.llm.coalescing.CoalescingLLM`), in the order they finish."""
+    if s.cfg.parallel <= 1 or len(todo) < 2:
+        for ex in todo:
+            yield _predict(s, task, ex, s.llm)
+        return
+    from chunkwise.llm.coalescing import CoalescingLLM, run_each
+
+    shared = CoalescingLLM(s.llm.wrapped())
+    work = lambda ex: _predict(s, task, ex, RecordingLLM(shared))  # noqa: E731
+    for _ex, rec in run_each(todo, work, shared, s.cfg.parallel):
+        if isinstance(rec, BaseException):
+            raise rec  # the model is unreachable or broken: stop; a rerun resumes
+        yield rec
+
+
+def _predict(s: _Session, task: str, ex: dict[str, Any], llm: RecordingLLM) -> dict[str, Any]:
     cfg = s.cfg
     question, error, text, stats, trace = "", None, "", {}, []
-    s.llm.reset()
+    llm.reset()
     try:
         extra = {"templates": s.templates} if s.templates is not None else {}
         query = s.bench.build_query(task, ex, s.kind, s.window, **extra)
         if cfg.truncation != query.truncation:
             query = dataclasses.replace(query, truncation=cfg.truncation)
         question = query.render()
-        ans = s.strategy.answer(ex["context"], query, s.llm)
+        ans = s.strategy.answer(ex["context"], query, llm)
         text, stats = ans.text, ans.stats.to_dict()
         trace = [e.to_dict() for e in ans.trace]
     except (LLMRequestError, MissingDependency):
@@ -319,7 +337,7 @@ def _predict(s: _Session, task: str, ex: dict[str, Any]) -> dict[str, Any]:
     rec: dict[str, Any] = {
         "id": ex["id"],
         "prediction": text,
-        "raw_output": s.llm.raw_output(ANSWER_MARKERS),
+        "raw_output": llm.raw_output(ANSWER_MARKERS),
         "ground_truth": ex["answer"],
         "strategy": cfg.strategy,
         "model": redact(cfg.model),
@@ -329,7 +347,7 @@ def _predict(s: _Session, task: str, ex: dict[str, Any]) -> dict[str, Any]:
     if error is not None:
         rec["error"] = error
     if cfg.log_samples:
-        prompts = list(s.llm.prompts)
+        prompts = list(llm.prompts)
         rec["prompt"] = prompts[0] if len(prompts) == 1 else prompts
     if cfg.save_trace:
         rec["trace"] = trace
