@@ -159,6 +159,16 @@ def test_finished_stages_are_skipped_and_a_failure_is_recorded(tmp_path):
     assert fourth.calls == []
     ledger = json.loads((out / "demo.json").read_text())
     assert ledger["sizes"]["eval_parallel"] == 3 and ledger["sizes"]["expected"] == "a while"
+    # a ledger from before a setting existed holds it at its default: the same run
+    for key in ("max_new_tokens", "eval_parallel"):
+        ledger["sizes"].pop(key)
+    (out / "demo.json").write_text(json.dumps(ledger))
+    older = dataclasses.replace(get_size("smoke"), max_new_tokens=0)
+    with pytest.raises(BadInput, match="other sizes"):
+        Ledger(out, get_size("smoke")).run()  # smoke caps new tokens: not the default
+    fifth = Ledger(out, older)
+    fifth.run()
+    assert fifth.calls == []
 
 
 def test_bad_out_and_model_fail_before_any_stage(tmp_path):

@@ -54,6 +54,18 @@ class DemoError(ChunkwiseError):
 RESUMABLE_SIZE_FIELDS = frozenset({"expected", "eval_parallel"})
 
 
+def _size_defaults() -> dict[str, Any]:
+    import dataclasses
+
+    from chunkwise.demo.sizes import DemoSize
+
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(DemoSize)
+        if f.default is not dataclasses.MISSING
+    }
+
+
 def repo_root() -> Path:
     """The source checkout the demo runs from (it needs train/sft.py and recipes/demo/)."""
     root = Path(__file__).resolve().parents[3]
@@ -102,9 +114,11 @@ class Demo:
                     f"{self.state_file} is not a demo ledger; pass another --out (or delete it)"
                 )
             have = {k: state.get(k) for k in want}
-            if isinstance(have["sizes"], dict):  # what does not change a result may change
+            if isinstance(have["sizes"], dict):
                 have["sizes"] = {
+                    **_size_defaults(),  # a setting added since, at the value it meant then
                     **have["sizes"],
+                    # what does not change a result may change
                     **{k: v for k, v in sizes.items() if k in RESUMABLE_SIZE_FIELDS},
                 }
             if have != want:
