@@ -133,9 +133,6 @@ class CoalescingLLM:
 
         return locked
 
-    def wrapped(self) -> Any:
-        return self._inner
-
 
 def run_each(
     items: Sequence[Any], work: Callable[[Any], Any], llm: CoalescingLLM, threads: int
