@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from chunkwise.train.engine import CPU_INFERENCE_KERNEL
 from chunkwise.train.loop import HOLD_ENV
 
 pytest.importorskip("deepspeed")
@@ -168,6 +169,9 @@ def test_config_runs_its_engine_and_saves_a_loadable_model(launches, config, lor
     info = json.loads((out / "train_info.json").read_text())
     assert info["engine"] == engine and info["world_size"] == 2
     assert f"with {engine}:" in log
+    # DeepSpeed's CPU backend builds (or reloads) its shared-memory inference kernel unless
+    # told not to: ~60 s of C++ compile that training never uses (engine.py)
+    assert CPU_INFERENCE_KERNEL not in log
     assert_engine_files(config, checkpoint_files(out))
     weights = "adapter_model.safetensors" if lora else "model.safetensors"
     assert (out / weights).exists()

@@ -1,7 +1,7 @@
 """The real vLLM engine on CPU, from ``.venv-vllm`` (``make vllm``; ``make test`` runs these).
 
-One in-process engine and one ``vllm serve`` process per test session, shared by every test
-(each costs ~45 s to start). Without vLLM installed (the main ``.venv``) nothing here is
+One engine and one ``vllm serve`` process per test session, shared by every test (each costs
+~45-100 s to start; the server starts at collection, alongside the first tests). Without vLLM installed (the main ``.venv``) nothing here is
 collected.
 """
 
@@ -86,22 +86,60 @@ def serve_command(model_dir: Path, port: int, chat_template: Path) -> list[str]:
     ]
 
 
+class _Server:
+    """The ``vllm serve`` process: started as soon as collection shows a test that needs it, so
+    that its ~100 s start (mostly single-threaded imports) overlaps the tests that run first."""
+
+    proc: subprocess.Popen | None = None
+    port = 0
+    log: Path | None = None
+
+    @classmethod
+    def start(cls, folder: Path) -> None:
+        if cls.proc is not None:
+            return
+        from chunkwise.llm.embedded import converted_dir
+
+        cls.port, cls.log = _free_port(), folder / "server.log"
+        template = folder / "chat.jinja"
+        template.write_text(CHAT_TEMPLATE)
+        with open(cls.log, "wb") as fh:
+            cls.proc = subprocess.Popen(
+                serve_command(converted_dir(), cls.port, template),
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+            )
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.proc is None:
+            return
+        cls.proc.terminate()
+        try:
+            cls.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            cls.proc.kill()
+            cls.proc.wait()
+        cls.proc = None
+
+
+def pytest_collection_finish(session) -> None:
+    if any("vllm_server" in getattr(item, "fixturenames", ()) for item in session.items):
+        _Server.start(session.config._tmp_path_factory.mktemp("vllm-serve"))
+
+
+def pytest_sessionfinish(session) -> None:
+    _Server.stop()
+
+
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory):
     """A real ``vllm serve`` of the embedded model on loopback; yields the ``openai:`` spec
     that reaches it (``openai:MODEL@http://127.0.0.1:PORT/v1``)."""
     import httpx
 
-    from chunkwise.llm.embedded import converted_dir
-
-    port = _free_port()
-    folder = tmp_path_factory.mktemp("vllm-serve")
-    log, template = folder / "server.log", folder / "chat.jinja"
-    template.write_text(CHAT_TEMPLATE)
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            serve_command(converted_dir(), port, template), stdout=fh, stderr=subprocess.STDOUT
-        )
+    _Server.start(tmp_path_factory.mktemp("vllm-serve"))  # (already started at collection)
+    proc, port, log = _Server.proc, _Server.port, _Server.log
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 300
     try:
@@ -118,9 +156,4 @@ def vllm_server(tmp_path_factory):
             time.sleep(1)
         yield f"openai:{SERVED_NAME}@{url}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _Server.stop()

@@ -188,6 +188,8 @@ def build_accelerator(**kwargs: Any) -> tuple[Any, str]:
                 f"DeepSpeed (the accelerate config asks for {wanted})",
                 "pip install 'chunkwise[deepspeed]'",
             ) from None
+        if not cuda:
+            skip_cpu_inference_kernel()
     from accelerate import Accelerator
     from accelerate.utils import InitProcessGroupKwargs
 
@@ -210,6 +212,22 @@ def build_accelerator(**kwargs: Any) -> tuple[Any, str]:
             f"{actual}; check the --config_file and that every process was started by it"
         )
     return accelerator, actual
+
+
+#: DeepSpeed's name for its shared-memory all-reduce kernel on the CPU accelerator
+CPU_INFERENCE_KERNEL = "deepspeed_shm_comm"
+
+
+def skip_cpu_inference_kernel() -> None:
+    """Keep DeepSpeed's CPU comm backend from compiling its shared-memory all-reduce kernel.
+
+    The backend builds it when it starts (a C++ JIT build: ~60 s on 2 cores at the first
+    launch, a reload at every later one), but only ``inference_all_reduce`` calls it; the
+    training collectives go through the gloo process group either way. Marked incompatible, the
+    op is not built, and ``inference_all_reduce`` falls back to gloo too."""
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__[CPU_INFERENCE_KERNEL] = False
 
 
 def _cpu_fsdp_accelerator(**kwargs: Any) -> Any:
