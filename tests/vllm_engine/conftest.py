@@ -1,8 +1,8 @@
 """The real vLLM engine on CPU, from ``.venv-vllm`` (``make vllm``; ``make test`` runs these).
 
 One engine and one ``vllm serve`` process per test session, shared by every test (each costs
-~45-100 s to start; the server starts at collection, alongside the first tests). Without vLLM installed (the main ``.venv``) nothing here is
-collected.
+~45-100 s to start; the server starts at collection, alongside the first tests). Without vLLM
+installed (the main ``.venv``) nothing here is collected.
 """
 
 from __future__ import annotations
@@ -95,11 +95,12 @@ class _Server:
     log: Path | None = None
 
     @classmethod
-    def start(cls, folder: Path) -> None:
+    def start(cls, tmp_path_factory) -> None:
         if cls.proc is not None:
             return
         from chunkwise.llm.embedded import converted_dir
 
+        folder = tmp_path_factory.mktemp("vllm-serve")
         cls.port, cls.log = _free_port(), folder / "server.log"
         template = folder / "chat.jinja"
         template.write_text(CHAT_TEMPLATE)
@@ -125,7 +126,7 @@ class _Server:
 
 def pytest_collection_finish(session) -> None:
     if any("vllm_server" in getattr(item, "fixturenames", ()) for item in session.items):
-        _Server.start(session.config._tmp_path_factory.mktemp("vllm-serve"))
+        _Server.start(session.config._tmp_path_factory)
 
 
 def pytest_sessionfinish(session) -> None:
@@ -138,7 +139,7 @@ def vllm_server(tmp_path_factory):
     that reaches it (``openai:MODEL@http://127.0.0.1:PORT/v1``)."""
     import httpx
 
-    _Server.start(tmp_path_factory.mktemp("vllm-serve"))  # (already started at collection)
+    _Server.start(tmp_path_factory)  # (already started at collection)
     proc, port, log = _Server.proc, _Server.port, _Server.log
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 300
