@@ -70,3 +70,10 @@ def test_embedded_model_greedy_outputs_unchanged(embedded_llm):
         head.forward = fast_forward
     assert [c.text for c in fast] == [c.text for c in plain]
     assert all(c.completion_tokens == 24 or c.finish_reason == "stop" for c in fast)
+
+
+def test_a_bad_option_value_names_the_spec(tiny_llama):
+    from chunkwise.errors import BadInput
+
+    with pytest.raises(BadInput, match="fast_head='maybe' is not a boolean"):
+        load_llm(f"hf:{tiny_llama}?fast_head=maybe")

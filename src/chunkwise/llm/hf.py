@@ -350,6 +350,7 @@ def load(spec: ModelSpec) -> LLM:
         dtype = getattr(torch, dtype_name)
     except AttributeError:
         raise BadInput(f"model spec {spec.raw!r}: unknown dtype {dtype_name!r}") from None
+    fast_head = ms.bool_opt("fast_head", True)  # (a bad value fails before the model loads)
     attn = ms.opt("attn")
     if attn is None:
         attn = "sdpa"
@@ -392,7 +393,7 @@ def load(spec: ModelSpec) -> LLM:
             # decoding never trains: fold B@A into the base weights (no per-layer LoRA matmuls)
             model = model.merge_and_unload()
     model.to(device).eval()
-    if ms.bool_opt("fast_head", True):
+    if fast_head:
         fast_output_head(model)
     log.debug(
         "loaded %s in %.1f s on %s (%s, %s)",
