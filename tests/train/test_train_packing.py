@@ -134,6 +134,60 @@ def test_packed_loss_equals_unpacked_loss(model, attn):
     model.config._attn_implementation = "sdpa"
 
 
+@pytest.fixture(scope="module")
+def gemma3():
+    """A tiny Gemma-3 (the embedded model's architecture) whose local layer sees 6 positions."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    cfg = Gemma3TextConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=6,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=256,
+    )
+    return Gemma3ForCausalLM._from_config(cfg, attn_implementation="sdpa").eval()
+
+
+def test_packed_loss_keeps_gemma3_sliding_window(gemma3):
+    """Packed through chunkwise_varlen, each sequence's local layer sees its last 6 positions,
+    as transformers' own sliding-window mask gives it (run per sequence): the same loss. The
+    sequences are 8-60 tokens, so a full causal band would differ."""
+    exs = make_examples(10, seed=3)
+    ref = mean_of_means(reference_token_losses(gemma3, exs))  # sdpa, transformers' masks
+    gemma3.config._attn_implementation = register()
+    try:
+        b = collate(exs, MicroBatch((tuple(range(5)), tuple(range(5, 10)))), pad_id=0)
+        packed = batch_loss_sum(gemma3, b) / len(exs)
+        one = collate(exs, MicroBatch(((7,),)), pad_id=0)  # a row without restarts
+        alone = batch_loss_sum(gemma3, one)  # one sequence: its mean token loss
+    finally:
+        gemma3.config._attn_implementation = "sdpa"
+    assert torch.allclose(packed, ref, rtol=1e-5, atol=1e-6)
+    ref_one = reference_token_losses(gemma3, [exs[7]])[0].mean()
+    assert len(exs[7]) > 6 and torch.allclose(alone, ref_one, rtol=1e-5, atol=1e-6)
+
+
+def test_sliding_causal_attention_matches_an_explicit_band():
+    from chunkwise.train.attention import causal_attention
+
+    torch.manual_seed(1)
+    q, k, v = torch.randn(2, 4, 23, 8), torch.randn(2, 2, 23, 8), torch.randn(2, 2, 23, 8)
+    i, j = torch.arange(23)[:, None], torch.arange(23)[None, :]
+    for w in (1, 5, 23, 40):
+        band = (j <= i) & (j > i - w)
+        want = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=band, enable_gqa=True
+        )
+        assert torch.allclose(causal_attention(q, k, v, window=w), want, atol=1e-6), w
+
+
 def test_packed_gradients_equal_unpacked(model):
     register()
     model.config._attn_implementation = "chunkwise_varlen"

@@ -8,6 +8,11 @@ the restarts and runs ``scaled_dot_product_attention(is_causal=True)`` on each s
 transformers as ``chunkwise_varlen`` and is what ``attn_implementation: auto`` picks when
 flash-attn is not installed. Rows without restarts (one sequence, or right padding that
 continues the positions) take a single causal SDPA call, as ``sdpa`` would.
+
+Sliding-window layers (Gemma-3's local layers: ``sliding_window`` reaches the attention call
+as a keyword) see only the last ``sliding_window`` positions, as transformers' own masks and
+vLLM give them at inference: query blocks of ``sliding_window`` positions each attend to
+their band of keys, ``O(T * window)`` work.
 """
 
 from __future__ import annotations
@@ -63,31 +68,62 @@ def varlen_sdpa_forward(
         )
     if position_ids.shape[0] != query.shape[0]:
         position_ids = position_ids.expand(query.shape[0], -1)
-    gqa = query.shape[1] != key.shape[1]
+    window = kwargs.get("sliding_window") or None
     p = dropout if module.training else 0.0
+
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return causal_attention(q, k, v, window=window, dropout_p=p, scale=scaling)
+
     all_spans = segments(position_ids)
     if all(len(spans) == 1 for spans in all_spans):  # no packing: one batched causal call
-        out = F.scaled_dot_product_attention(
-            query, key, value, dropout_p=p, is_causal=True, scale=scaling, enable_gqa=gqa
-        )
-        return out.transpose(1, 2).contiguous(), None
+        return attend(query, key, value).transpose(1, 2).contiguous(), None
     rows = []
     for b, spans in enumerate(all_spans):
         parts = [
-            F.scaled_dot_product_attention(
-                query[b : b + 1, :, s:e],
-                key[b : b + 1, :, s:e],
-                value[b : b + 1, :, s:e],
-                dropout_p=p,
-                is_causal=True,
-                scale=scaling,
-                enable_gqa=gqa,
-            )
+            attend(query[b : b + 1, :, s:e], key[b : b + 1, :, s:e], value[b : b + 1, :, s:e])
             for s, e in spans
         ]
         rows.append(parts[0] if len(parts) == 1 else torch.cat(parts, dim=2))
     out = rows[0] if len(rows) == 1 else torch.cat(rows, dim=0)
     return out.transpose(1, 2).contiguous(), None
+
+
+def causal_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    *,
+    window: int | None = None,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Causal SDPA over (B, H, T, D); with ``window``, position i sees keys j with
+    ``i - window < j <= i`` (transformers' sliding-window mask), computed per block of
+    ``window`` queries against the keys that block can reach."""
+    gqa = query.shape[1] != key.shape[1]
+    n = query.shape[2]
+    if window is None or n <= window:
+        return F.scaled_dot_product_attention(
+            query, key, value, dropout_p=dropout_p, is_causal=True, scale=scale, enable_gqa=gqa
+        )
+    blocks = []
+    for qs in range(0, n, window):
+        qe, ks = min(n, qs + window), max(0, qs - window + 1)
+        q_idx = torch.arange(qs, qe, device=query.device)[:, None]
+        k_idx = torch.arange(ks, qe, device=query.device)[None, :]
+        allowed = (k_idx <= q_idx) & (k_idx > q_idx - window)
+        blocks.append(
+            F.scaled_dot_product_attention(
+                query[:, :, qs:qe],
+                key[:, :, ks:qe],
+                value[:, :, ks:qe],
+                attn_mask=allowed,
+                dropout_p=dropout_p,
+                scale=scale,
+                enable_gqa=gqa,
+            )
+        )
+    return torch.cat(blocks, dim=2)
 
 
 def register() -> str:
@@ -104,4 +140,4 @@ def register() -> str:
     return NAME
 
 
-__all__ = ["NAME", "register", "segments", "varlen_sdpa_forward"]
+__all__ = ["NAME", "causal_attention", "register", "segments", "varlen_sdpa_forward"]
