@@ -86,8 +86,15 @@ def test_generated_recipes_are_valid_and_carry_the_size(tmp_path, mode):
     assert recipe.train.max_steps == size.train_steps and recipe.train.lr == size.lr
     assert recipe.batching.max_tokens == size.train_max_length
     assert recipe.output_dir == str((tmp_path / "demo" / "train" / mode).resolve())
+    from chunkwise.train.engine import fast_bf16
+
+    assert recipe.train.precision == ("bf16" if fast_bf16() else "fp32")
     if mode == "mapreduce":
-        assert recipe.data.mapreduce == {"prompts": "chat", "chunk_tokens": size.map_chunk_tokens}
+        assert recipe.data.mapreduce == {
+            "prompts": "chat",
+            "chunk_tokens": size.map_chunk_tokens,
+            "max_new_tokens": size.max_new_tokens,
+        }
         assert recipe.data.max_length == size.train_max_length
     else:  # standard training sees what standard decoding sees: the window
         assert recipe.data.max_length == size.eval_window
@@ -213,15 +220,18 @@ def test_evaluation_engines_and_their_specs(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\necho engine exploded\nexit 3\n")
     fake.chmod(0o755)
     with pytest.raises(DemoError, match="(?s)exit 3.*engine exploded"):
-        pipeline._evaluate_in(fake, tmp_path / "d", "base")
+        pipeline._evaluate_in(fake, tmp_path / "d", ["base"])
     # every model is read with the same chunks; the trained ones with the chat protocol
     models = {m.label: m for m in Demo(tmp_path / "d", get_size("small")).eval_models()}
     assert models["base"].decodings["mapreduce"] == {"chunk_tokens": 500}
     assert models["sft-mapreduce"].decodings["mapreduce"] == {
         "prompts": "chat",
         "chunk_tokens": 500,
+        "max_new_tokens": 144,
     }
-    assert set(models["reference"].decodings) == {"mapreduce"}
+    assert "reference" not in models  # small leaves the packaged adapter out (time)
+    full = {m.label: m for m in Demo(tmp_path / "d", get_size("full")).eval_models()}
+    assert set(full["reference"].decodings) == {"mapreduce"}
 
 
 def test_the_vllm_side_entry_point_fails_in_one_line(tmp_path):
@@ -286,3 +296,19 @@ def test_sigterm_records_the_stage_as_interrupted_and_stops_its_child(tmp_path):
     assert state["stages"]["documents"]["status"] == "interrupted"
     with pytest.raises(ProcessLookupError):  # terminated and reaped, not left running
         os.kill(child, 0)
+
+
+def test_evaluation_progress_counts_answered_documents(tmp_path):
+    """The vLLM-side evaluation's progress bar reads the prediction files as they grow."""
+    demo = Demo(tmp_path / "d", get_size("smoke"))
+    models = demo.eval_models()
+    progress = demo.progress(models, "vllm")
+    size = demo.size
+    assert progress.total == len(models) * 2 * len(size.eval_tasks) * size.eval_n
+    assert progress.done() == 0
+    first = progress.outputs[0] / "predictions"
+    first.mkdir(parents=True)
+    (first / "number_string.jsonl").write_text('{"id": 1}\n{"id": 2}\n')
+    (progress.outputs[-1] / "predictions").mkdir(parents=True)
+    (progress.outputs[-1] / "predictions" / "t.jsonl").write_text('{"id": 3}\n')
+    assert progress.done() == 3

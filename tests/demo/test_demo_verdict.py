@@ -9,8 +9,10 @@ from chunkwise.demo.sizes import get_size
 from chunkwise.demo.verdict import Cell, build_report, cells_from, compare_cells, verdict
 
 SIZE = dataclasses.replace(
-    get_size("small"), eval_tasks=("passkey", "kv_retrieval", "number_string")
-)  # number_string: never trained on
+    get_size("small"),
+    eval_tasks=("passkey", "kv_retrieval", "number_string"),  # number_string: never trained on
+    reference="hf:default-mr",
+)
 
 
 def summary(**cols):

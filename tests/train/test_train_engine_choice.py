@@ -94,3 +94,21 @@ def test_ulysses_without_flash_attn_says_so():
         {**env, "PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION": "sdpa"}, cuda=False, flash_attn=False
     )
     check_ulysses(launch_env(CONFIGS / "zero3.yaml"), cuda=False, flash_attn=False)
+
+
+def test_fast_bf16_follows_the_cpus_native_bf16(monkeypatch):
+    """On CPU, bf16 autocast only where oneDNN has native bf16 (emulated bf16 is slower)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for native in (True, False):
+        monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda n=native: n)
+        assert engine.fast_bf16() is native
+
+    def gone() -> bool:
+        raise RuntimeError("no oneDNN")
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", gone)
+    assert engine.fast_bf16() is False
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert engine.fast_bf16() is True

@@ -18,8 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--size",
         default="small",
         choices=list(SIZES),
-        help="smoke: minutes (CI); small: make demo (n=20 per cell; over an hour on 2 CPU "
-        "cores); full: hours",
+        help="smoke: minutes (CI); small: make demo (n=20 per cell; about 15 minutes on 2 "
+        "CPU cores with vLLM); full: hours",
     )
     p.add_argument("--out", default="runs/demo", help="folder for everything (rerun to resume)")
     p.add_argument("--model", default="hf:default", help="teacher and base model (hf specs)")

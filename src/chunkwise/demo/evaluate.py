@@ -1,5 +1,6 @@
-"""``python -m chunkwise.demo.evaluate OUT LABEL``: one model's evaluations of a demo run, in
-this interpreter (the demo starts it in the vLLM environment when it evaluates on vLLM).
+"""``python -m chunkwise.demo.evaluate OUT LABEL [LABEL ...]``: these models' evaluations of a
+demo run, one after another in this interpreter (the demo starts it in the vLLM environment
+when it evaluates on vLLM).
 
 The demo's settings are read back from its ledger (``OUT/demo.json``), so this process
 evaluates exactly what the demo would, and skips runs that already finished.
@@ -19,10 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     from chunkwise.llm.vllm_backend import exit_on_sigterm
 
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m chunkwise.demo.evaluate OUT LABEL", file=sys.stderr)
+    if len(args) < 2:
+        print("usage: python -m chunkwise.demo.evaluate OUT LABEL [LABEL ...]", file=sys.stderr)
         return 2
-    out, label = Path(args[0]), args[1]
+    out, labels = Path(args[0]), args[1:]
     state = read_json(out / "demo.json", "demo ledger")
     if not isinstance(state, dict) or not all(k in state for k in ("sizes", "model", "seed")):
         raise BadInput(f"{out / 'demo.json'} is not a demo ledger (no sizes, model and seed)")
@@ -32,10 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     demo = Demo(out, size, model=state["model"], seed=state["seed"], engine="vllm")
     demo.state = state  # the ledger the parent process owns: read, never written here
     models = {m.label: m for m in demo.eval_models()}
-    if label not in models:
-        raise BadInput(f"no model {label!r} in this demo; known: {', '.join(models)}")
+    unknown = [label for label in labels if label not in models]
+    if unknown:
+        raise BadInput(f"no model {unknown[0]!r} in this demo; known: {', '.join(models)}")
     exit_on_sigterm()
-    demo.evaluate_model(models[label], "vllm")
+    for label in labels:
+        demo.evaluate_model(models[label], "vllm")
     return 0
 
 

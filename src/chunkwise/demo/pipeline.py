@@ -323,6 +323,7 @@ class Demo:
         recipe["train"]["warmup_steps"] = max(1, s.train_steps // 6)
         recipe["train"]["save_steps"] = max(1, s.train_steps // 3)
         recipe["train"]["seed"] = self.seed
+        recipe["train"]["precision"] = training_precision()
         head = (
             f"# written by `chunkwise demo --size {s.name}` from {template.relative_to(repo_root())}"
             f"\n# rerun alone: accelerate launch train/sft.py {self.recipe_path(mode)}\n"
@@ -416,17 +417,23 @@ class Demo:
 
     def evaluation(self) -> tuple[dict[str, Any], str]:
         engine = self.eval_engine()
-        summary: dict[str, Any] = {}
-        for m in self.eval_models():
-            configs = self.eval_configs(m, engine)
-            todo = [c for c in configs if not (Path(c.output) / "results.json").exists()]
-            if todo:
-                self.echo(f"    evaluating {m.label} ({configs[0].model}): {len(todo)} run(s)")
-                if engine == "vllm" and not _has_vllm():
-                    _evaluate_in(vllm_python(), self.out, m.label)
-                else:
+        models = self.eval_models()
+        todo = [m for m in models if self.unfinished(m, engine)]
+        if todo:
+            labels = ", ".join(f"{m.label} ({engine_spec(m.spec, engine)})" for m in todo)
+            if engine == "vllm" and not _has_vllm():
+                # one process for every model: vLLM's import and first start are paid once
+                self.echo(f"    evaluating {labels} in the vLLM environment")
+                _evaluate_in(
+                    vllm_python(), self.out, [m.label for m in todo], self.progress(todo, engine)
+                )
+            else:
+                self.echo(f"    evaluating {labels}")
+                for m in todo:
                     self.evaluate_model(m, engine)
-            for cfg in configs:
+        summary: dict[str, Any] = {}
+        for m in models:
+            for cfg in self.eval_configs(m, engine):
                 res = json.loads((Path(cfg.output) / "results.json").read_text(encoding="utf-8"))
                 for task, r in res["results"].items():
                     summary[f"{m.label}/{cfg.strategy}/{task}"] = {
@@ -441,6 +448,17 @@ class Demo:
             f"in {self.out / 'eval'}"
         )
         return summary, line
+
+    def unfinished(self, m: EvalModel, engine: str) -> bool:
+        return any(
+            not (Path(c.output) / "results.json").exists() for c in self.eval_configs(m, engine)
+        )
+
+    def progress(self, models: list[EvalModel], engine: str) -> Progress:
+        """Answered documents of ``models``' evaluations, counted from their prediction files."""
+        outputs = [Path(c.output) for m in models for c in self.eval_configs(m, engine)]
+        total = len(outputs) * len(self.size.eval_tasks) * self.size.eval_n
+        return Progress(outputs, total)
 
     def report(self) -> tuple[dict[str, Any], str]:
         from chunkwise.demo.verdict import build_report
@@ -485,13 +503,37 @@ def vllm_python() -> Path | None:
     return venv / "bin" / "python" if ok else None
 
 
-def _evaluate_in(python: Path | None, out: Path, label: str) -> None:
-    """One model's evaluations in the vLLM environment's interpreter (its own process, so the
-    engine is closed when it ends); its output goes to ``<out>/eval/<label>.log``."""
+@dataclass
+class Progress:
+    """A progress bar over answered documents, read from ``<output>/predictions/*.jsonl``."""
+
+    outputs: list[Path]
+    total: int
+
+    def done(self) -> int:
+        return _count_lines([f for o in self.outputs for f in (o / "predictions").glob("*.jsonl")])
+
+
+def _evaluate_in(
+    python: Path | None, out: Path, labels: list[str], progress: Progress | None = None
+) -> None:
+    """The models' evaluations in the vLLM environment's interpreter, one process for all (the
+    engine is closed when it ends); its output goes to ``<out>/eval/vllm.log``."""
     if python is None:
         raise DemoError("vLLM is not set up (run `make vllm`), or pass --engine hf")
-    cmd = [str(python), "-m", "chunkwise.demo.evaluate", str(out), label]
-    _run_logged(cmd, out / "eval" / f"{label}.log", f"evaluating {label} on vLLM", {})
+    cmd = [str(python), "-m", "chunkwise.demo.evaluate", str(out), *labels]
+    log_path = out / "eval" / "vllm.log"
+    if progress is None:
+        _run_logged(cmd, log_path, "evaluating on vLLM", {})
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=progress.total, desc="evaluate", unit="doc", dynamic_ncols=True) as bar:
+
+        def tick() -> None:
+            bar.update(max(0, min(progress.done(), progress.total) - bar.n))
+
+        _run_logged(cmd, log_path, "evaluating on vLLM", {}, tick)
 
 
 def reference_available(spec: str) -> bool:
@@ -566,6 +608,14 @@ def _losses_line(s: dict[str, Any]) -> str:
     if s["steps"] == 1:
         return f"1 step, loss {fmt3(s['final_loss'])}"
     return f"{s['steps']} steps, loss {fmt3(s['first_loss'])} -> {fmt3(s['final_loss'])}"
+
+
+def training_precision() -> str:
+    """bf16 autocast where it is fast (CUDA, CPUs with native bf16), else fp32: written into
+    the demo's recipes, so a rerun of one trains the same way."""
+    from chunkwise.train.engine import fast_bf16
+
+    return "bf16" if fast_bf16() else "fp32"
 
 
 def training_command(recipe: Path) -> list[str]:

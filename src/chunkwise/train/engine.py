@@ -218,6 +218,21 @@ def build_accelerator(**kwargs: Any) -> tuple[Any, str]:
 CPU_INFERENCE_KERNEL = "deepspeed_shm_comm"
 
 
+def fast_bf16() -> bool:
+    """Whether bf16 autocast is faster than fp32 here: on CUDA, and on CPUs with native bf16
+    arithmetic (AVX-512-BF16 or AMX; oneDNN's check). Elsewhere bf16 is emulated and slower.
+    Measured with LoRA on the embedded Gemma-3-270M on 2 AVX-512-BF16 cores, one packed
+    1,800-token row: ~18 s per step in fp32, ~11 s under bf16 autocast."""
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 def skip_cpu_inference_kernel() -> None:
     """Keep DeepSpeed's CPU comm backend from compiling its shared-memory all-reduce kernel.
 
@@ -248,6 +263,7 @@ __all__ = [
     "build_accelerator",
     "check_ulysses",
     "engine_name",
+    "fast_bf16",
     "launch_env",
     "load_dtype",
     "requested_engine",
