@@ -220,7 +220,7 @@ def test_evaluation_engines_and_their_specs(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\necho engine exploded\nexit 3\n")
     fake.chmod(0o755)
     with pytest.raises(DemoError, match="(?s)exit 3.*engine exploded"):
-        pipeline._evaluate_in(fake, tmp_path / "d", ["base"])
+        pipeline._evaluate_in(fake, tmp_path / "d", ["base"], pipeline.Progress([], 1))
     # every model is read with the same chunks; the trained ones with the chat protocol
     models = {m.label: m for m in Demo(tmp_path / "d", get_size("small")).eval_models()}
     assert models["base"].decodings["mapreduce"] == {"chunk_tokens": 500}

@@ -404,8 +404,7 @@ class Demo:
         from chunkwise.eval.runner import run_eval
         from chunkwise.llm import load_llm
 
-        configs = self.eval_configs(m, engine)
-        todo = [c for c in configs if not (Path(c.output) / "results.json").exists()]
+        todo = self.pending(m, engine)
         if not todo:
             return
         llm = load_llm(todo[0].model)
@@ -418,7 +417,7 @@ class Demo:
     def evaluation(self) -> tuple[dict[str, Any], str]:
         engine = self.eval_engine()
         models = self.eval_models()
-        todo = [m for m in models if self.unfinished(m, engine)]
+        todo = [m for m in models if self.pending(m, engine)]
         if todo:
             labels = ", ".join(f"{m.label} ({engine_spec(m.spec, engine)})" for m in todo)
             if engine == "vllm" and not _has_vllm():
@@ -449,10 +448,10 @@ class Demo:
         )
         return summary, line
 
-    def unfinished(self, m: EvalModel, engine: str) -> bool:
-        return any(
-            not (Path(c.output) / "results.json").exists() for c in self.eval_configs(m, engine)
-        )
+    def pending(self, m: EvalModel, engine: str) -> list[Any]:
+        """``m``'s evaluation configs without a results.json yet."""
+        configs = self.eval_configs(m, engine)
+        return [c for c in configs if not (Path(c.output) / "results.json").exists()]
 
     def progress(self, models: list[EvalModel], engine: str) -> Progress:
         """Answered documents of ``models``' evaluations, counted from their prediction files."""
@@ -514,18 +513,12 @@ class Progress:
         return _count_lines([f for o in self.outputs for f in (o / "predictions").glob("*.jsonl")])
 
 
-def _evaluate_in(
-    python: Path | None, out: Path, labels: list[str], progress: Progress | None = None
-) -> None:
+def _evaluate_in(python: Path | None, out: Path, labels: list[str], progress: Progress) -> None:
     """The models' evaluations in the vLLM environment's interpreter, one process for all (the
     engine is closed when it ends); its output goes to ``<out>/eval/vllm.log``."""
     if python is None:
         raise DemoError("vLLM is not set up (run `make vllm`), or pass --engine hf")
     cmd = [str(python), "-m", "chunkwise.demo.evaluate", str(out), *labels]
-    log_path = out / "eval" / "vllm.log"
-    if progress is None:
-        _run_logged(cmd, log_path, "evaluating on vLLM", {})
-        return
     from tqdm import tqdm
 
     with tqdm(total=progress.total, desc="evaluate", unit="doc", dynamic_ncols=True) as bar:
@@ -533,7 +526,7 @@ def _evaluate_in(
         def tick() -> None:
             bar.update(max(0, min(progress.done(), progress.total) - bar.n))
 
-        _run_logged(cmd, log_path, "evaluating on vLLM", {}, tick)
+        _run_logged(cmd, out / "eval" / "vllm.log", "evaluating on vLLM", {}, tick)
 
 
 def reference_available(spec: str) -> bool:
