@@ -42,7 +42,8 @@ def test_smoke_demo_produces_every_artifact_and_resumes(tmp_path, capsys, monkey
     for mode in TRAIN_MODES:
         ckpt = out / "train" / mode
         assert (ckpt / "adapter_config.json").exists()
-        assert json.loads((ckpt / "chunkwise_model.json").read_text())["base"] == "hf:default"
+        base = json.loads((ckpt / "chunkwise_model.json").read_text())["base"]
+        assert base == "hf:default?chat=on"  # trained on chat turns, served chat turns
         info = json.loads((ckpt / "train_info.json").read_text())
         assert info["steps"] == size.train_steps
         metrics = lines(ckpt / "metrics.jsonl")

@@ -156,11 +156,14 @@ def test_lora_adapter_output_loads_through_chunkwise_model_json(tmp_path):
     run(tiny("pyramid_align-standard", out, *LORA_TINY))
     assert (out / "adapter_config.json").exists()
     base = json.loads((out / "chunkwise_model.json").read_text())["base"]
-    assert base == "hf:" + str((out / "base").resolve())
+    kind = json.loads((out / "train_info.json").read_text())["prompt_kind"]
+    chat = {"chat": "on", "base": "off"}[kind]  # served as it was trained
+    assert base == "hf:" + str((out / "base").resolve()) + f"?chat={chat}"
     from chunkwise.llm import load_llm
 
     llm = load_llm(str(out))  # what `chunkwise eval --model OUTDIR` does
     try:
+        assert llm.chat is (kind == "chat")
         assert llm.complete("The town of", max_new_tokens=3).completion_tokens <= 3
     finally:
         llm.close()

@@ -407,7 +407,12 @@ def load(spec: ModelSpec) -> LLM:
     window = ms.int_opt("ctx") or int(getattr(cfg, "max_position_embeddings", 0) or 2048)
     chat_opt = (ms.opt("chat", "auto") or "auto").lower()
     if chat_opt == "auto":
-        chat = getattr(tokenizer, "chat_template", None) is not None and not is_default
+        # The embedded base is a base model, but an adapter trained on it with a chat template
+        # saves that template with its tokenizer: the adapter is served as it was trained.
+        own_tokenizer = tok_src != path
+        chat = getattr(tokenizer, "chat_template", None) is not None and (
+            own_tokenizer or not is_default
+        )
     else:
         chat = ms.bool_opt("chat", False) or False
     return HFLLM(

@@ -400,7 +400,8 @@ def _resolve(spec: ModelSpec) -> ModelSpec:
         from chunkwise.llm.embedded import converted_dir
 
         target = str(converted_dir())
-        options.setdefault("chat", "0")  # a base model: plain prompts
+        if adapter is None:  # a base model: plain prompts (an adapter's template is its own)
+            options.setdefault("chat", "0")
     if adapter is not None:
         from chunkwise.llm import merged
 

@@ -151,7 +151,9 @@ def save_final(
         else:
             p = Path(r.model.name_or_path).expanduser()
             base = "hf:" + (str(p.resolve()) if p.exists() else r.model.name_or_path)
-        atomic_write_json(tmp / BASE_SPEC_FILE, {"base": base})
+        # how it was trained is how it is served: chat turns or plain prompts
+        chat = "on" if summary.get("prompt_kind") == "chat" else "off"
+        atomic_write_json(tmp / BASE_SPEC_FILE, {"base": f"{base}?chat={chat}"})
     dump_yaml(r, tmp / "recipe.yaml")
     atomic_write_json(tmp / "train_info.json", summary)
     publish(tmp, out_dir)
