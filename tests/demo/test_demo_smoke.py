@@ -45,9 +45,9 @@ def test_smoke_demo_produces_every_artifact_and_resumes(tmp_path, capsys, monkey
         base = json.loads((ckpt / "chunkwise_model.json").read_text())["base"]
         assert base == "hf:default?chat=on"  # trained on chat turns, served chat turns
         info = json.loads((ckpt / "train_info.json").read_text())
-        assert info["steps"] == size.train_steps
+        assert info["steps"] == size.steps(mode)
         metrics = lines(ckpt / "metrics.jsonl")
-        assert len(metrics) == size.train_steps
+        assert len(metrics) == size.steps(mode)
         assert all(m["train/loss"] > 0 for m in metrics)
         assert list((ckpt / "wandb").glob("offline-run-*"))
 

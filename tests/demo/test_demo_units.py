@@ -83,7 +83,7 @@ def test_generated_recipes_are_valid_and_carry_the_size(tmp_path, mode):
     assert recipe.model.lora.trainable_tokens == ["<end_of_turn>"]
     assert recipe.model.chat_template.endswith("gemma_chat.jinja")
     assert recipe.data.mode == mode and recipe.data.prompts == "chat"
-    assert recipe.train.max_steps == size.train_steps and recipe.train.lr == size.lr
+    assert recipe.train.max_steps == size.steps(mode) and recipe.train.lr == size.lr
     assert recipe.batching.max_tokens == size.train_max_length
     assert recipe.output_dir == str((tmp_path / "demo" / "train" / mode).resolve())
     from chunkwise.train.engine import fast_bf16
@@ -227,7 +227,7 @@ def test_evaluation_engines_and_their_specs(tmp_path, monkeypatch):
     assert models["sft-mapreduce"].decodings["mapreduce"] == {
         "prompts": "chat",
         "chunk_tokens": 500,
-        "max_new_tokens": 144,
+        "max_new_tokens": get_size("small").max_new_tokens,
     }
     assert "reference" not in models  # small leaves the packaged adapter out (time)
     full = {m.label: m for m in Demo(tmp_path / "d", get_size("full")).eval_models()}
@@ -312,3 +312,30 @@ def test_evaluation_progress_counts_answered_documents(tmp_path):
     (progress.outputs[-1] / "predictions").mkdir(parents=True)
     (progress.outputs[-1] / "predictions" / "t.jsonl").write_text('{"id": 3}\n')
     assert progress.done() == 3
+
+
+def test_training_launch_uses_every_core_on_cpu(tmp_path, monkeypatch):
+    """accelerate launch without --cpu hands its child OMP_NUM_THREADS=1: the demo's training
+    ran on one core of two. The real launcher, with a script that reports its threads."""
+    import os
+    import subprocess
+
+    import torch
+
+    from chunkwise.demo.pipeline import training_command
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cmd = training_command(tmp_path / "recipe.yaml")
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import os, torch; print(os.environ['OMP_NUM_THREADS'], torch.get_num_threads())"
+    )
+    cmd[-2:] = [str(probe)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
+    cores = len(os.sched_getaffinity(0))
+    if not torch.cuda.is_available():
+        assert out.split()[-2:] == [str(cores), str(cores)]
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a caller's own setting wins
+    cmd = training_command(probe)
+    if not torch.cuda.is_available():
+        assert cmd[cmd.index("--num_cpu_threads_per_process") + 1] == "1"

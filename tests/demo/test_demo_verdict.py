@@ -10,6 +10,7 @@ from chunkwise.demo.verdict import Cell, build_report, cells_from, compare_cells
 
 SIZE = dataclasses.replace(
     get_size("small"),
+    train_families=("passkey", "kv_retrieval"),
     eval_tasks=("passkey", "kv_retrieval", "number_string"),  # number_string: never trained on
     reference="hf:default-mr",
 )
