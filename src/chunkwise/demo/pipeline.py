@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -327,7 +328,7 @@ class Demo:
         recipe["train"]["precision"] = training_precision()
         head = (
             f"# written by `chunkwise demo --size {s.name}` from {template.relative_to(repo_root())}"
-            f"\n# rerun alone: accelerate launch train/sft.py {self.recipe_path(mode)}\n"
+            f"\n# rerun alone: {rerun_training(self.recipe_path(mode))}\n"
         )
         path = self.recipe_path(mode)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -612,24 +613,35 @@ def training_precision() -> str:
     return "bf16" if fast_bf16() else "fp32"
 
 
+def cpu_launch_flags() -> list[str]:
+    """``accelerate launch`` flags for a run on every CPU core ([] when there is a GPU).
+
+    Without ``--cpu``, accelerate gives its child OMP_NUM_THREADS=1 (unless the caller set
+    it): on CPU the run used one core of several (measured: a 2,048-token LoRA step 16 s on 1
+    of 2 cores, 9 s on both)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return []
+    threads = os.environ.get("OMP_NUM_THREADS") or str(len(os.sched_getaffinity(0)))
+    return ["--cpu", "--num_cpu_threads_per_process", threads]
+
+
+def rerun_training(recipe: Path) -> str:
+    """The training command a person can rerun alone (what :func:`training_command` runs)."""
+    return shlex.join(["accelerate", "launch", *cpu_launch_flags(), "train/sft.py", str(recipe)])
+
+
 def training_command(recipe: Path) -> list[str]:
     """``accelerate launch`` of train/sft.py on one process (GPU when there is one, else CPU)."""
     accelerate = Path(sys.executable).with_name("accelerate")
     launcher = [str(accelerate)] if accelerate.exists() else [shutil.which("accelerate") or ""]
     if not launcher[0]:
         raise DemoError("accelerate is not installed (pip install accelerate)")
-    import torch
-
-    # Without --cpu, accelerate gives its child OMP_NUM_THREADS=1 (unless the caller set it):
-    # on CPU the run would use one core of several (measured: a 2,048-token LoRA step 16 s on
-    # 1 of 2 cores, 9 s on both).
-    on_cpu = [] if torch.cuda.is_available() else ["--cpu", "--num_cpu_threads_per_process"]
-    if on_cpu:
-        on_cpu.append(os.environ.get("OMP_NUM_THREADS") or str(len(os.sched_getaffinity(0))))
     return [
         *launcher,
         "launch",
-        *on_cpu,
+        *cpu_launch_flags(),
         "--num_processes",
         "1",
         "--num_machines",

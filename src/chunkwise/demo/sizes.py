@@ -101,7 +101,7 @@ SIZES: dict[str, DemoSize] = {
         eval_window=1200,
         eval_n=20,
         reference=None,
-        expected="about 15 minutes on 2 CPU cores with vLLM (training ~7 min, then 12 cells "
+        expected="about 16 minutes on 2 CPU cores with vLLM (training ~7 min, then 12 cells "
         "of 20 documents); minutes on a GPU",
         max_new_tokens=96,
         eval_parallel=20,

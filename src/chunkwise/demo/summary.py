@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from chunkwise.demo.pipeline import DECODING, TRAIN_MODES, Demo, fmt3
+from chunkwise.demo.pipeline import DECODING, TRAIN_MODES, Demo, fmt3, rerun_training
 
 
 def rerun_commands(demo: Demo) -> list[str]:
@@ -17,7 +17,7 @@ def rerun_commands(demo: Demo) -> list[str]:
         f"{','.join(s.train_families)} --lengths {','.join(map(str, s.train_lengths))} "
         f"--n {s.train_docs} --seed {demo.seed} --window {s.eval_window} --strategy-args {mr} "
         f"--out {q(str(out / 'synth'))}",
-        *(f"accelerate launch train/sft.py {q(str(demo.recipe_path(m)))}" for m in TRAIN_MODES),
+        *(rerun_training(demo.recipe_path(m)) for m in TRAIN_MODES),
         f"chunkwise eval --model {q(str(ckpt))} --strategy mapreduce --strategy-args {mr} "
         f"--benchmark generated --tasks {','.join(s.eval_tasks)} --data heldout:{s.eval_length} "
         f"--limit {s.eval_n} --context-window {s.eval_window} "
