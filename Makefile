@@ -85,6 +85,8 @@ DEFAULT_MR_OUT ?= runs/default-mr
 # one finding per retrieval document but one per chunk of math_find: fewer reasoning documents
 DEFAULT_MR_N ?= 12
 DEFAULT_MR_REASONING_N ?= 4
+# bf16 autocast where the machine computes bf16 natively (CUDA, AVX-512-BF16/AMX CPUs), else fp32
+TRAIN_PRECISION = $$($(BIN)/python -c "from chunkwise.demo.pipeline import training_precision as p; print(p())")
 DEFAULT_MR_SYNTH = $(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --lengths train \
 	  --seed 0 --window 4096 --strategy-args prompts=chat,chunk_tokens=500 --no-progress
 default-mr: install
@@ -95,7 +97,7 @@ default-mr: install
 	WANDB_MODE=offline $(BIN)/accelerate launch --cpu --num_processes 1 --num_machines 1 \
 	  --mixed_precision no --dynamo_backend no train/sft.py recipes/embedded/default-mr.yaml \
 	  --data.paths='[$(DEFAULT_MR_OUT)/synth/retrieval/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/reasoning/data/oracle.jsonl]' \
-	  --output_dir=$(DEFAULT_MR_OUT)/train
+	  --output_dir=$(DEFAULT_MR_OUT)/train --train.precision=$(TRAIN_PRECISION)
 	$(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_MR_OUT)/train
 
 # hf:default-coa from scratch: the Chain-of-Agents oracle's calls on tree-shaped variable
@@ -109,7 +111,8 @@ default-coa: install
 	  --groups 1 --group-size 8 --no-progress
 	WANDB_MODE=offline $(BIN)/accelerate launch --cpu --num_processes 1 --num_machines 1 \
 	  --mixed_precision no --dynamo_backend no train/sft.py recipes/embedded/default-coa.yaml \
-	  --data.paths='[$(DEFAULT_COA_OUT)/data/coa.jsonl]' --output_dir=$(DEFAULT_COA_OUT)/train
+	  --data.paths='[$(DEFAULT_COA_OUT)/data/coa.jsonl]' --output_dir=$(DEFAULT_COA_OUT)/train \
+	  --train.precision=$(TRAIN_PRECISION)
 	$(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_COA_OUT)/train --name default-coa
 
 clean:

@@ -85,6 +85,22 @@ def test_load_dtype_puts_lora_bases_in_bf16_on_gpu():
     assert load_dtype("float32", cuda=True, engine="ddp", lora=True) == "float32"
 
 
+def test_load_dtype_puts_lora_bases_in_bf16_under_cpu_autocast():
+    assert load_dtype("auto", cuda=False, engine="single", lora=True, precision="bf16") == (
+        "bfloat16"
+    )
+    assert load_dtype("auto", cuda=False, engine="single", lora=True, precision="fp32") == (
+        "float32"
+    )
+    # full fine-tuning keeps fp32 weights (the optimizer updates them)
+    assert load_dtype("auto", cuda=False, engine="single", lora=False, precision="bf16") == (
+        "float32"
+    )
+    assert load_dtype("float32", cuda=False, engine="single", lora=True, precision="bf16") == (
+        "float32"
+    )
+
+
 def test_ulysses_without_flash_attn_says_so():
     env = launch_env(CONFIGS / "ulysses.yaml")
     with pytest.raises(MissingDependency, match="flash-attn .*Ulysses.*sdpa"):

@@ -170,7 +170,10 @@ def run(recipe: Recipe) -> dict[str, Any]:
     # ---- model ------------------------------------------------------------------------
     lora_cfg = r.model.lora
     dtype = getattr(
-        torch, load_dtype(r.model.dtype, cuda=cuda, engine=engine, lora=lora_cfg.enabled)
+        torch,
+        load_dtype(
+            r.model.dtype, cuda=cuda, engine=engine, lora=lora_cfg.enabled, precision=precision
+        ),
     )
     ds_plugin = accelerator.state.deepspeed_plugin if deepspeed else None
     # a random-init model is built whole (it is small), outside ZeRO-3's partitioned
