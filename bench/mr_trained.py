@@ -87,6 +87,24 @@ def arms(args: argparse.Namespace) -> list[dict[str, Any]]:
     return out
 
 
+def answers(strategy: Any, docs: list[Any], llm: Any, parallel: int) -> list[tuple[Any, str]]:
+    """(document, answer text) in document order; with ``parallel`` > 1 that many documents
+    are answered at once, their model calls merged into one batch (CoalescingLLM): what makes
+    vLLM fast. An error in any document stops the cell (a rerun redoes only this cell)."""
+    if parallel <= 1 or len(docs) < 2:
+        return [(d, strategy.answer(d.context, d.query(), llm).text) for d in docs]
+    from chunkwise.llm.coalescing import CoalescingLLM, run_each
+
+    shared = CoalescingLLM(llm)
+    texts: dict[int, str] = {}
+    work = lambda i: strategy.answer(docs[i].context, docs[i].query(), shared).text  # noqa: E731
+    for i, res in run_each(range(len(docs)), work, shared, parallel):
+        if isinstance(res, BaseException):
+            raise res
+        texts[i] = res
+    return [(d, texts[i]) for i, d in enumerate(docs)]
+
+
 def _ledger_key(arm: dict[str, Any], cell: str, args: argparse.Namespace) -> str:
     """What makes a finished cell reusable: the arm, its model, options, n and seed."""
     return ledger_key(
@@ -155,10 +173,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             family = get_family(fam)
             scores, preds = [], []
             t0 = time.perf_counter()
-            for doc in documents(fam, length, llm):
-                ans = strategy.answer(doc.context, doc.query(), llm)
-                scores.append(family.score(doc, ans.text))
-                preds.append(ans.text[:200])
+            for doc, text in answers(strategy, documents(fam, length, llm), llm, args.parallel):
+                scores.append(family.score(doc, text))
+                preds.append(text[:200])
             cell = f"{fam}@{length}"
             done.put(  # a crash loses at most the cell being run
                 _ledger_key(a, cell, args),
@@ -274,6 +291,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="offset into the held-out seeds")
     ap.add_argument("--window", type=int, default=4096)
     ap.add_argument("--keep-predictions", action="store_true")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="documents answered at once, their calls batched (use with vllm:)")  # fmt: skip
     ap.add_argument("--arms", help="run only these arms (comma-separated names); the summary "
                     "still covers every arm already finished in --out")  # fmt: skip
     ap.add_argument("--out", type=Path, default=Path("runs/bench/mr_trained"))

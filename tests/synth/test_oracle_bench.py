@@ -54,3 +54,25 @@ def test_mr_trained_bench_keeps_finished_cells_and_adds_up_runs_of_other_arms(tm
     # another n is another experiment: nothing reused
     again = bench("--arms", "base/standard", "--n", "3")
     assert again["arms"]["base/standard"]["families"]["passkey"]["n"] == 3
+
+
+def test_mr_trained_bench_answers_documents_in_parallel_in_document_order():
+    import importlib.util
+
+    from chunkwise.data.families import get_family
+    from chunkwise.llm import load_llm
+    from chunkwise.strategies import get_strategy
+
+    spec = importlib.util.spec_from_file_location("mr_trained", ROOT / "bench" / "mr_trained.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    llm = load_llm("scripted:passkey")
+    fam = get_family("passkey")
+    docs = fam.make(n=5, seed=123, length_tokens=900, count_tokens=llm.count_tokens)
+    strategy = get_strategy("mapreduce", window=1400, chunk_tokens=300)
+    one = bench.answers(strategy, docs, llm, 1)
+    many = bench.answers(strategy, docs, llm, 4)
+    assert [d for d, _ in many] == docs
+    assert [t for _, t in many] == [t for _, t in one]
+    assert len({t for _, t in one}) == 5  # five different passkeys: an order mix-up would show
+    assert all(fam.score(d, t) == 1.0 for d, t in many)
