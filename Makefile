@@ -85,18 +85,23 @@ DEFAULT_MR_OUT ?= runs/default-mr
 # one finding per retrieval document but one per chunk of math_find: fewer reasoning documents
 DEFAULT_MR_N ?= 12
 DEFAULT_MR_REASONING_N ?= 4
+# kv_retrieval's findings are the hardest to copy (two 36-character ids per pair): 24 more
+# documents per length, from training seed 1
+DEFAULT_MR_KV_N ?= 24
 # bf16 autocast where the machine computes bf16 natively (CUDA, AVX-512-BF16/AMX CPUs), else fp32
 TRAIN_PRECISION = $$($(BIN)/python -c "from chunkwise.demo.pipeline import training_precision as p; print(p())")
 DEFAULT_MR_SYNTH = $(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --lengths train \
-	  --seed 0 --window 4096 --strategy-args prompts=chat,chunk_tokens=500 --no-progress
+	  --window 4096 --strategy-args prompts=chat,chunk_tokens=500 --no-progress
 default-mr: install
-	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/retrieval --n $(DEFAULT_MR_N) \
+	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/retrieval --n $(DEFAULT_MR_N) --seed 0 \
 	  --families passkey,number_string,kv_retrieval,extractive_qa,conflicting
-	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/reasoning --n $(DEFAULT_MR_REASONING_N) \
+	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/reasoning --n $(DEFAULT_MR_REASONING_N) --seed 0 \
 	  --families math_find,multihop
+	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/kv --n $(DEFAULT_MR_KV_N) --seed 1 \
+	  --families kv_retrieval
 	WANDB_MODE=offline $(BIN)/accelerate launch --cpu --num_processes 1 --num_machines 1 \
 	  --mixed_precision no --dynamo_backend no train/sft.py recipes/embedded/default-mr.yaml \
-	  --data.paths='[$(DEFAULT_MR_OUT)/synth/retrieval/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/reasoning/data/oracle.jsonl]' \
+	  --data.paths='[$(DEFAULT_MR_OUT)/synth/retrieval/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/reasoning/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/kv/data/oracle.jsonl]' \
 	  --output_dir=$(DEFAULT_MR_OUT)/train --train.precision=$(TRAIN_PRECISION)
 	$(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_MR_OUT)/train
 
