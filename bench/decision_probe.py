@@ -1,0 +1,123 @@
+"""Does a MapReduce adapter tell the chunks that hold the answer from those that do not?
+
+Teacher-forced on oracle map examples (``chunkwise synth --teacher oracle``), it reads the
+probability a LoRA adapter over the embedded model gives the target's first token after
+``Extracted Information:``, the token where a finding and ``Nothing in this part ...`` part
+ways. A model that has learned the search puts it high on both kinds of chunk (the finding's
+first token on the chunk with the evidence, ``Nothing`` on the others); one that guesses puts
+about the same mass on "finding" everywhere. Minutes on a CPU, so a recipe change can be
+checked before an hour-long run:
+
+    .venv/bin/python bench/decision_probe.py --adapter src/chunkwise/models/default_mr \\
+        --data runs/default-mr/synth/retrieval/data/oracle.jsonl --family kv_retrieval --k 8
+
+Prints one JSON line per example and a summary table; ``--out`` also writes the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "recipes" / "embedded" / "default-mr.yaml"
+
+
+def load(adapter: Path) -> tuple[Any, Any, Any]:
+    """(tokenizer, peft model, recipe) for an adapter over the embedded model."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from chunkwise.config import load_config
+    from chunkwise.llm.embedded import converted_dir
+    from chunkwise.train.recipe import Recipe
+    from chunkwise.train.tokenizer import load_tokenizer, resolve_chat_template
+
+    recipe = load_config(Recipe, RECIPE)
+    tok = load_tokenizer(str(converted_dir()))
+    template = recipe.model.chat_template  # a repo-relative .jinja file in the recipe
+    resolve_chat_template(tok, str(REPO / template) if template.endswith(".jinja") else template)
+    base = AutoModelForCausalLM.from_pretrained(converted_dir(), dtype=torch.float32)
+    return tok, PeftModel.from_pretrained(base, adapter).eval(), recipe
+
+
+def decision_index(tok: Any, labels: list[int]) -> int:
+    """The position of the target token right after ``Extracted Information:``."""
+    first = next(i for i, x in enumerate(labels) if x != -100)
+    for j in range(first, len(labels)):
+        if tok.decode(labels[first : j + 1]).rstrip().endswith("Information:"):
+            return j + 1
+    raise ValueError("the target has no 'Extracted Information:' header")
+
+
+def probe(adapter: Path, data: Path, family: str, k: int) -> list[dict[str, Any]]:
+    import torch
+
+    from chunkwise.strategies.protocol import parse_record
+    from chunkwise.train.formats import build_examples
+
+    tok, model, recipe = load(adapter)
+    recipe.data.paths = [str(data)]
+    recipe.data.no_information_keep = 1.0
+    examples, _ = build_examples(recipe.data, tok, recipe.data.prompts, [data])
+    rows: dict[str, list[dict[str, Any]]] = {"evidence": [], "empty": []}
+    for ex in examples:
+        if ex.stage != "map" or not ex.id.startswith(f"{family}-"):
+            continue
+        labels = ex.labels.tolist()
+        target = tok.decode([x for x in labels if x != -100])
+        kind = "empty" if parse_record(target).no_information else "evidence"
+        if len(rows[kind]) >= k:
+            continue
+        at = decision_index(tok, labels)
+        ids = ex.input_ids.tolist()
+        with torch.no_grad():
+            p = model(input_ids=torch.tensor([ids[:at]])).logits[0, -1].float().softmax(-1)
+        rows[kind].append(
+            {
+                "id": ex.id,
+                "chunk": kind,
+                "tokens": len(ids),
+                "p_target": round(float(p[ids[at]]), 4),
+                "target_token": tok.decode([ids[at]]),
+            }
+        )
+        print(json.dumps(rows[kind][-1]), flush=True)
+        if all(len(v) >= k for v in rows.values()):
+            break
+    return rows["evidence"] + rows["empty"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--adapter", type=Path, required=True, help="a LoRA folder over hf:default")
+    ap.add_argument("--data", type=Path, required=True, help="oracle records (jsonl)")
+    ap.add_argument("--family", default="kv_retrieval")
+    ap.add_argument("--k", type=int, default=8, help="examples of each kind of chunk")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    if not (args.adapter / "adapter_config.json").is_file():
+        raise SystemExit(f"decision_probe: {args.adapter} has no adapter_config.json")
+    if not args.data.is_file():
+        raise SystemExit(f"decision_probe: no such file {args.data}")
+    rows = probe(args.adapter, args.data, args.family, args.k)
+    if not rows:
+        raise SystemExit(f"decision_probe: no {args.family} map examples in {args.data}")
+    print("\n| chunk | n | p(target's first token) median | min | max |\n|---|---:|---:|---:|---:|")
+    for kind in ("evidence", "empty"):
+        ps = [r["p_target"] for r in rows if r["chunk"] == kind]
+        if ps:
+            print(
+                f"| {kind} | {len(ps)} | {statistics.median(ps):.3f} | {min(ps):.3f} | {max(ps):.3f} |"
+            )
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
