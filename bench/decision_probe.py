@@ -26,12 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "embedded" / "default-mr.yaml"
 
 
-def load(adapter: Path) -> tuple[Any, Any, Any]:
-    """(tokenizer, peft model, recipe) for an adapter over the embedded model."""
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
+def load_tokenizer_and_recipe() -> tuple[Any, Any]:
+    """The embedded tokenizer under the recipe's chat template, and the recipe."""
     from chunkwise.config import load_config
     from chunkwise.llm.embedded import converted_dir
     from chunkwise.train.recipe import Recipe
@@ -41,8 +37,19 @@ def load(adapter: Path) -> tuple[Any, Any, Any]:
     tok = load_tokenizer(str(converted_dir()))
     template = recipe.model.chat_template  # a repo-relative .jinja file in the recipe
     resolve_chat_template(tok, str(REPO / template) if template.endswith(".jinja") else template)
+    return tok, recipe
+
+
+def load_model(adapter: Path) -> Any:
+    """The embedded model (fp32) with the LoRA adapter, for inference."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from chunkwise.llm.embedded import converted_dir
+
     base = AutoModelForCausalLM.from_pretrained(converted_dir(), dtype=torch.float32)
-    return tok, PeftModel.from_pretrained(base, adapter).eval(), recipe
+    return PeftModel.from_pretrained(base, adapter).eval()
 
 
 def decision_index(tok: Any, labels: list[int]) -> int:
@@ -60,10 +67,12 @@ def probe(adapter: Path, data: Path, family: str, k: int) -> list[dict[str, Any]
     from chunkwise.strategies.protocol import parse_record
     from chunkwise.train.formats import build_examples
 
-    tok, model, recipe = load(adapter)
-    recipe.data.paths = [str(data)]
+    tok, recipe = load_tokenizer_and_recipe()
     recipe.data.no_information_keep = 1.0
-    examples, _ = build_examples(recipe.data, tok, recipe.data.prompts, [data])
+    examples, _ = build_examples(
+        recipe.data, tok, recipe.data.prompts, [data]
+    )  # bad data fails here
+    model = load_model(adapter)
     rows: dict[str, list[dict[str, Any]]] = {"evidence": [], "empty": []}
     for ex in examples:
         if ex.stage != "map" or not ex.id.startswith(f"{family}-"):
@@ -104,7 +113,12 @@ def main() -> None:
         raise SystemExit(f"decision_probe: {args.adapter} has no adapter_config.json")
     if not args.data.is_file():
         raise SystemExit(f"decision_probe: no such file {args.data}")
-    rows = probe(args.adapter, args.data, args.family, args.k)
+    from chunkwise.errors import BadInput
+
+    try:
+        rows = probe(args.adapter, args.data, args.family, args.k)
+    except BadInput as e:  # an empty or malformed --data file, named in the message
+        raise SystemExit(f"decision_probe: {e}") from None
     if not rows:
         raise SystemExit(f"decision_probe: no {args.family} map examples in {args.data}")
     print("\n| chunk | n | p(target's first token) median | min | max |\n|---|---:|---:|---:|---:|")

@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "decision_probe", ROOT / "bench" / "decision_probe.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from bench_loader import load_bench
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +25,11 @@ def test_decision_index_is_the_first_token_after_the_header(tok, target, first):
     prompt = tok.encode("Question: which value?\n", add_special_tokens=False)
     ids = tok.encode(target, add_special_tokens=False)
     labels = [-100] * len(prompt) + ids
-    at = _bench().decision_index(tok, labels)
+    at = load_bench("decision_probe").decision_index(tok, labels)
     assert tok.decode([labels[at]]).strip() == first
 
 
 def test_decision_index_needs_the_header(tok):
     labels = [-100, -100, *tok.encode("Answer: 5", add_special_tokens=False)]
     with pytest.raises(ValueError, match="Extracted Information"):
-        _bench().decision_index(tok, labels)
+        load_bench("decision_probe").decision_index(tok, labels)

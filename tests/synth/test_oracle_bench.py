@@ -57,15 +57,12 @@ def test_mr_trained_bench_keeps_finished_cells_and_adds_up_runs_of_other_arms(tm
 
 
 def test_mr_trained_bench_answers_documents_in_parallel_in_document_order():
-    import importlib.util
-
+    from bench_loader import load_bench
     from chunkwise.data.families import get_family
     from chunkwise.llm import load_llm
     from chunkwise.strategies import get_strategy
 
-    spec = importlib.util.spec_from_file_location("mr_trained", ROOT / "bench" / "mr_trained.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("mr_trained")
     llm = load_llm("scripted:passkey")
     fam = get_family("passkey")
     docs = fam.make(n=5, seed=123, length_tokens=900, count_tokens=llm.count_tokens)
