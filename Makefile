@@ -85,9 +85,9 @@ DEFAULT_MR_OUT ?= runs/default-mr
 # one finding per retrieval document but one per chunk of math_find: fewer reasoning documents
 DEFAULT_MR_N ?= 12
 DEFAULT_MR_REASONING_N ?= 4
-# kv_retrieval's findings are the hardest to copy (two 36-character ids per pair): 24 more
-# documents per length, from training seed 1
-DEFAULT_MR_KV_N ?= 24
+# kv_retrieval's search is the hardest to learn (find one 36-character id among ~10 pairs a
+# chunk): 48 more documents per length, from training seed 1, so the adapter sees many keys
+DEFAULT_MR_KV_N ?= 48
 # bf16 autocast where the machine computes bf16 natively (CUDA, AVX-512-BF16/AMX CPUs), else fp32
 TRAIN_PRECISION = $$($(BIN)/python -c "from chunkwise.demo.pipeline import training_precision as p; print(p())")
 DEFAULT_MR_SYNTH = $(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --lengths train \

@@ -1,12 +1,13 @@
 """Does a MapReduce adapter tell the chunks that hold the answer from those that do not?
 
 Teacher-forced on oracle map examples (``chunkwise synth --teacher oracle``), it reads the
-probability a LoRA adapter over the embedded model gives the target's first token after
-``Extracted Information:``, the token where a finding and ``Nothing in this part ...`` part
-ways. A model that has learned the search puts it high on both kinds of chunk (the finding's
-first token on the chunk with the evidence, ``Nothing`` on the others); one that guesses puts
-about the same mass on "finding" everywhere. Minutes on a CPU, so a recipe change can be
-checked before an hour-long run:
+probability a LoRA adapter over the embedded model gives the *deciding* token of the target:
+the first token where the chunk's target and the empty record of the same document part ways
+(right after ``Extracted Information:`` for ``Nothing in this part ...``; after the key for
+kv_retrieval's ``"KEY": not in this part.``). A model that has learned the search puts it high
+on both kinds of chunk (the finding's token on the chunk with the evidence, the empty record's
+on the others); one that guesses puts about the same mass on "finding" everywhere. Minutes on
+a CPU, so a recipe change can be checked before an hour-long run:
 
     .venv/bin/python bench/decision_probe.py --adapter src/chunkwise/models/default_mr \\
         --data runs/default-mr/synth/retrieval/data/oracle.jsonl --family kv_retrieval --k 8
@@ -52,13 +53,17 @@ def load_model(adapter: Path) -> Any:
     return PeftModel.from_pretrained(base, adapter).eval()
 
 
-def decision_index(tok: Any, labels: list[int]) -> int:
-    """The position of the target token right after ``Extracted Information:``."""
+def decision_index(labels: list[int], contrast: list[int]) -> int:
+    """The position in ``labels`` of the first target token that differs from the target of
+    ``contrast`` (the other kind of chunk of the same document): where the two records part
+    ways. Targets are the labels that are not -100."""
     first = next(i for i, x in enumerate(labels) if x != -100)
-    for j in range(first, len(labels)):
-        if tok.decode(labels[first : j + 1]).rstrip().endswith("Information:"):
-            return j + 1
-    raise ValueError("the target has no 'Extracted Information:' header")
+    mine = labels[first:]
+    other = [x for x in contrast if x != -100]
+    for j, (a, b) in enumerate(zip(mine, other, strict=False)):
+        if a != b:
+            return first + j
+    raise ValueError("the two targets do not part ways (one is a prefix of the other)")
 
 
 def probe(adapter: Path, data: Path, family: str, k: int) -> list[dict[str, Any]]:
@@ -72,17 +77,25 @@ def probe(adapter: Path, data: Path, family: str, k: int) -> list[dict[str, Any]
     examples, _ = build_examples(
         recipe.data, tok, recipe.data.prompts, [data]
     )  # bad data fails here
-    model = load_model(adapter)
-    rows: dict[str, list[dict[str, Any]]] = {"evidence": [], "empty": []}
+    maps: list[tuple[Any, str, str]] = []  # (example, kind, document id)
+    labels_of: dict[tuple[str, str], list[int]] = {}  # (document, kind) -> one example's labels
     for ex in examples:
         if ex.stage != "map" or not ex.id.startswith(f"{family}-"):
             continue
         labels = ex.labels.tolist()
         target = tok.decode([x for x in labels if x != -100])
         kind = "empty" if parse_record(target).no_information else "evidence"
-        if len(rows[kind]) >= k:
+        doc = ex.id.rsplit(":", 1)[0]
+        maps.append((ex, kind, doc))
+        labels_of.setdefault((doc, kind), labels)
+    model = load_model(adapter)
+    rows: dict[str, list[dict[str, Any]]] = {"evidence": [], "empty": []}
+    for ex, kind, doc in maps:
+        contrast = labels_of.get((doc, "empty" if kind == "evidence" else "evidence"))
+        if contrast is None or len(rows[kind]) >= k:  # a document with one kind of chunk only
             continue
-        at = decision_index(tok, labels)
+        labels = ex.labels.tolist()
+        at = decision_index(labels, contrast)
         ids = ex.input_ids.tolist()
         with torch.no_grad():
             p = model(input_ids=torch.tensor([ids[:at]])).logits[0, -1].float().softmax(-1)
@@ -121,7 +134,7 @@ def main() -> None:
         raise SystemExit(f"decision_probe: {e}") from None
     if not rows:
         raise SystemExit(f"decision_probe: no {args.family} map examples in {args.data}")
-    print("\n| chunk | n | p(target's first token) median | min | max |\n|---|---:|---:|---:|---:|")
+    print("\n| chunk | n | p(deciding token) median | min | max |\n|---|---:|---:|---:|---:|")
     for kind in ("evidence", "empty"):
         ps = [r["p_target"] for r in rows if r["chunk"] == kind]
         if ps:

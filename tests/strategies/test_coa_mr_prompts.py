@@ -100,11 +100,19 @@ def test_memory_is_the_extracted_information_and_carries_forward():
     assert {r.params.max_new_tokens for r in worker_calls} == {64 + 8}
 
 
-def test_nothing_found_keeps_the_previous_memory():
+@pytest.mark.parametrize(
+    "empty",
+    [
+        "Nothing in this part bears on the question.",
+        # the adapter's kv_retrieval form: the key restated, then "not in this part"
+        '"80cdf3f1-18ef-4602": not in this part.',
+    ],
+)
+def test_nothing_found_keeps_the_previous_memory(empty):
     def worker(part: str) -> str:
         if part.startswith("F0. w0x0"):  # the first chunk, read with no memory
             return "Extracted Information: F0.\nRationale: r\nAnswer: 1"
-        return "Extracted Information: Nothing in this part bears on the question.\nRationale: r"
+        return f"Extracted Information: {empty}\nRationale: r"
 
     llm = mr_llm(worker)
     doc = "\n\n".join(f"F{i}. " + " ".join(f"w{i}x{j}" for j in range(30)) for i in range(3))

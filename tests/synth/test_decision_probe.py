@@ -1,10 +1,13 @@
-"""bench/decision_probe.py: where a map target's finding and "Nothing ..." part ways."""
+"""bench/decision_probe.py: where a map target's finding and the empty record part ways."""
 
 from __future__ import annotations
 
 import pytest
 
 from bench_loader import load_bench
+
+EMPTY = "Extracted Information: Nothing in this part bears on the question."
+KEY = "80cdf3f1-18ef-4602-87c6-61080750f6eb"
 
 
 @pytest.fixture(scope="module")
@@ -14,22 +17,39 @@ def tok():
     return counting_llm().tokenizer
 
 
+def _labels(tok, target: str, prompt: str = "Question: which value?\n") -> list[int]:
+    head = tok.encode(prompt, add_special_tokens=False)
+    return [-100] * len(head) + tok.encode(target, add_special_tokens=False)
+
+
 @pytest.mark.parametrize(
-    ("target", "first"),
+    ("target", "contrast", "token"),
     [
-        ('Extracted Information: "k1": "v1"\nRationale: This part states it directly.', '"'),
-        ("Extracted Information: Nothing in this part bears on the question.", "Nothing"),
+        ('Extracted Information: "k1": "v1"\nRationale: This part states it directly.', EMPTY, '"'),
+        (EMPTY, 'Extracted Information: "k1": "v1"', "Nothing"),
+        # kv_retrieval's empty record restates the key: the decision comes after it
+        (
+            f'Extracted Information: "{KEY}": "17a1aa2b"',
+            f'Extracted Information: "{KEY}": not',
+            '"',
+        ),
+        (
+            f'Extracted Information: "{KEY}": not in this part.',
+            f'Extracted Information: "{KEY}": "1',
+            "not",
+        ),
     ],
 )
-def test_decision_index_is_the_first_token_after_the_header(tok, target, first):
-    prompt = tok.encode("Question: which value?\n", add_special_tokens=False)
-    ids = tok.encode(target, add_special_tokens=False)
-    labels = [-100] * len(prompt) + ids
-    at = load_bench("decision_probe").decision_index(tok, labels)
-    assert tok.decode([labels[at]]).strip() == first
+def test_decision_index_is_where_the_two_targets_part_ways(tok, target, contrast, token):
+    labels = _labels(tok, target)
+    # the contrast's prompt is longer: only the targets are aligned
+    other = _labels(tok, contrast, prompt="Question: which value is it?\nPart 2 of 9.\n")
+    at = load_bench("decision_probe").decision_index(labels, other)
+    assert tok.decode([labels[at]]).strip() == token
+    assert labels[at - 1] != -100  # inside the target, past its shared prefix
 
 
-def test_decision_index_needs_the_header(tok):
-    labels = [-100, -100, *tok.encode("Answer: 5", add_special_tokens=False)]
-    with pytest.raises(ValueError, match="Extracted Information"):
-        load_bench("decision_probe").decision_index(tok, labels)
+def test_decision_index_needs_targets_that_part_ways(tok):
+    labels = _labels(tok, "Answer: 5")
+    with pytest.raises(ValueError, match="part ways"):
+        load_bench("decision_probe").decision_index(labels, _labels(tok, "Answer: 5 and more"))

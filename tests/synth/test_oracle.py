@@ -92,6 +92,23 @@ def test_confidences_follow_the_calibration_rule(built):
     assert CONFIDENCE["direct"] == 5
 
 
+def test_kv_empty_records_restate_the_key_so_the_decision_follows_it(built):
+    """A kv_retrieval map target with the pair and one without share ``"KEY":`` and part ways
+    only after it (the model copies the key first, then decides)."""
+    _, _, out = built
+    for doc, rec in out["kv_retrieval"]:
+        key = doc.meta["key"]
+        maps = rec["intermediate"]["map"]
+        empty = [r["extracted_information"] for r in maps if r["no_information"]]
+        found = [r["extracted_information"] for r in maps if not r["no_information"]]
+        assert empty and found, doc.id
+        assert all(e == f'"{key}": not in this part.' for e in empty), empty
+        assert found == [f'"{key}": "{doc.answer}"']
+    # other families keep the shared sentence
+    passkey = [r for _, rec in out["passkey"] for r in rec["intermediate"]["map"]]
+    assert any(r["extracted_information"].startswith("Nothing in this part") for r in passkey)
+
+
 def test_conflicting_evidence_reduce_picks_the_plain_statement(built):
     _, _, out = built
     kinds = set()

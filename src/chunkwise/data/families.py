@@ -284,10 +284,22 @@ class KVRetrieval(Family):
                     value,
                     max_answer_tokens=40,
                     evidence=[Evidence(s, e, "direct", pair, value)],
-                    meta={"seed": seed, "length": length_tokens},
+                    meta={"seed": seed, "length": length_tokens, "key": key},
                 )
             )
         return out
+
+    def nothing(self, doc: Doc) -> Finding:
+        """An empty part restates the key as the JSON writes it, ``"KEY": not in this part.``,
+        so a finding (``"KEY": "VALUE"``) and an empty record share their first tokens and part
+        ways only after the key: the model decides by copying what follows the key in the
+        chunk, if anything, rather than before it has written the key down. Measured with
+        ``bench/decision_probe.py``: a decision taken before the key (``Nothing in this part
+        ...``) was never learned; recipes/embedded/README.md has the numbers."""
+        found = super().nothing(doc)
+        key = doc.meta.get("key") or re.search(r'key "([^"]+)"', doc.question).group(1)  # type: ignore[union-attr]
+        found.extracted_information = f'"{key}": not in this part.'
+        return found
 
 
 class MathFind(Family):

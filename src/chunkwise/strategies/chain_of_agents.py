@@ -42,6 +42,7 @@ strictly sequential.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import time
 from collections.abc import Sequence
@@ -404,7 +405,7 @@ _NOTE_LABELS = ("notes:", "new notes:", "updated notes:", "running summary:", "s
 def _clean_memory(text: str, t: dict[str, Any] | None = None) -> str:
     """A rewrite worker's output as memory: its label removed (the prompt set's
     ``memory_label``, or a notes label), and "" when it only says there is nothing
-    (``empty_markers``)."""
+    (``empty_markers``; case and spacing ignored, ``*`` stands for any text)."""
     t = t or {}
     out = (text or "").strip()
     low = out.lower()
@@ -413,9 +414,10 @@ def _clean_memory(text: str, t: dict[str, Any] | None = None) -> str:
         if low.startswith(label):
             out = out[len(label) :].strip()
             break
-    markers = {" ".join(str(m).lower().split()) for m in t.get("empty_markers", [])}
-    if " ".join(out.lower().split()) in markers:
-        return ""
+    said = " ".join(out.lower().split())
+    for marker in t.get("empty_markers", []):
+        if fnmatch.fnmatchcase(said, " ".join(str(marker).lower().split())):
+            return ""
     return out
 
 
