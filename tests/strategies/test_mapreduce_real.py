@@ -91,7 +91,7 @@ def _four_fields(r: dict) -> bool:
 @pytest.mark.slow
 def test_default_mr_scores_a_plain_statement_above_a_hedged_one(mr_llm):
     """The shipped (seventh) adapter misses the plain statement when it sits in a document's
-    short last part (held-out documents 1 and 2 of this seed, retracted and unreliable): the
+    last part (held-out documents 1 and 2 of this seed, unreliable and retracted): the
     bench's conflicting 85 [70, 100]. Document 0 has its plain statement mid-document."""
     from chunkwise.data.families import HELDOUT_SEED, get_family
 
