@@ -77,7 +77,7 @@ def probe(adapter: Path, data: Path, family: str, k: int) -> list[dict[str, Any]
     examples, _ = build_examples(
         recipe.data, tok, recipe.data.prompts, [data]
     )  # bad data fails here
-    maps: list[tuple[Any, str, str]] = []  # (example, kind, document id)
+    maps: list[tuple[Any, list[int], str, str]] = []  # (example, labels, kind, document id)
     labels_of: dict[tuple[str, str], list[int]] = {}  # (document, kind) -> one example's labels
     for ex in examples:
         if ex.stage != "map" or not ex.id.startswith(f"{family}-"):
@@ -86,15 +86,15 @@ def probe(adapter: Path, data: Path, family: str, k: int) -> list[dict[str, Any]
         target = tok.decode([x for x in labels if x != -100])
         kind = "empty" if parse_record(target).no_information else "evidence"
         doc = ex.id.rsplit(":", 1)[0]
-        maps.append((ex, kind, doc))
+        maps.append((ex, labels, kind, doc))
         labels_of.setdefault((doc, kind), labels)
     model = load_model(adapter)
     rows: dict[str, list[dict[str, Any]]] = {"evidence": [], "empty": []}
-    for ex, kind, doc in maps:
+    for ex, labels, kind, doc in maps:
+        # None: a document with one kind of chunk only
         contrast = labels_of.get((doc, "empty" if kind == "evidence" else "evidence"))
-        if contrast is None or len(rows[kind]) >= k:  # a document with one kind of chunk only
+        if contrast is None or len(rows[kind]) >= k:
             continue
-        labels = ex.labels.tolist()
         at = decision_index(labels, contrast)
         ids = ex.input_ids.tolist()
         with torch.no_grad():

@@ -297,8 +297,7 @@ class KVRetrieval(Family):
         ``bench/decision_probe.py``: a decision taken before the key (``Nothing in this part
         ...``) was never learned; recipes/embedded/README.md has the numbers."""
         found = super().nothing(doc)
-        key = doc.meta.get("key") or re.search(r'key "([^"]+)"', doc.question).group(1)  # type: ignore[union-attr]
-        found.extracted_information = f'"{key}": not in this part.'
+        found.extracted_information = f'"{doc.meta["key"]}": not in this part.'
         return found
 
 
