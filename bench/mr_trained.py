@@ -12,16 +12,21 @@ interval, the issue's goals met or not) and a markdown table; writes both and a 
 Any model spec works for the two arms (``--base``, ``--mr``), e.g. ``scripted:passkey`` for a
 dry run of the script itself, or ``vllm:default`` / ``vllm:default-mr`` for speed.
 
-Every finished (arm, family, length) cell is appended to ``--out/cells.jsonl`` at once, so a
-crash loses at most one cell; a rerun with the same settings skips finished cells, and runs of
-different ``--arms`` into the same ``--out`` add up to one report.
+Every answered document and every finished (arm, family, length) cell is appended to
+``--out/cells.jsonl`` at once, so a crash (or a session's end) loses only the documents in
+flight; a rerun with the same settings skips finished cells and documents, and runs of
+different ``--arms`` into the same ``--out`` add up to one report. A packaged adapter
+(``vllm:default-mr``) is keyed by its content hash: a retrained one reuses nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +36,7 @@ from chunkwise.data.families import HELDOUT_FAMILY, HELDOUT_SEED, get_family
 from chunkwise.eval.ledger import Ledger, ledger_key
 from chunkwise.eval.plots import interval_bars
 from chunkwise.llm import load_llm
+from chunkwise.llm.spec import model_identity
 from chunkwise.strategies import get_strategy, parse_strategy_args
 
 RETRIEVAL = ("passkey", "number_string", "kv_retrieval")
@@ -87,30 +93,54 @@ def arms(args: argparse.Namespace) -> list[dict[str, Any]]:
     return out
 
 
-def answers(strategy: Any, docs: list[Any], llm: Any, parallel: int) -> list[tuple[Any, str]]:
-    """(document, answer text) in document order; with ``parallel`` > 1 that many documents
-    are answered at once, their model calls merged into one batch (CoalescingLLM): what makes
-    vLLM fast. An error in any document stops the cell (a rerun redoes only this cell)."""
-    if parallel <= 1 or len(docs) < 2:
-        return [(d, strategy.answer(d.context, d.query(), llm).text) for d in docs]
+def answer_each(
+    strategy: Any, docs: list[Any], llm: Any, parallel: int, which: list[int]
+) -> Iterator[tuple[int, str]]:
+    """(index, answer text) for ``docs[i]``, i in ``which``, as each finishes; with ``parallel``
+    > 1 that many documents are answered at once, their model calls merged into one batch
+    (CoalescingLLM): what makes vLLM fast. An error in any document stops the cell (the
+    documents finished before it are kept)."""
+    if parallel <= 1 or len(which) < 2:
+        for i in which:
+            yield i, strategy.answer(docs[i].context, docs[i].query(), llm).text
+        return
     from chunkwise.llm.coalescing import CoalescingLLM, run_each
 
     shared = CoalescingLLM(llm)
-    texts: dict[int, str] = {}
     work = lambda i: strategy.answer(docs[i].context, docs[i].query(), shared).text  # noqa: E731
-    for i, res in run_each(range(len(docs)), work, shared, parallel):
+    for i, res in run_each(which, work, shared, parallel):
         if isinstance(res, BaseException):
             raise res
-        texts[i] = res
+        yield i, res
+
+
+def answers(strategy: Any, docs: list[Any], llm: Any, parallel: int) -> list[tuple[Any, str]]:
+    """(document, answer text) for every document, in document order."""
+    texts = dict(answer_each(strategy, docs, llm, parallel, list(range(len(docs)))))
     return [(d, texts[i]) for i, d in enumerate(docs)]
 
 
 def _ledger_key(arm: dict[str, Any], cell: str, args: argparse.Namespace) -> str:
-    """What makes a finished cell reusable: the arm, its model, options, n and seed."""
+    """What makes a finished cell reusable: the arm, its model (a packaged adapter by its
+    content hash), options, n and seed."""
     return ledger_key(
-        arm["name"], arm["model"], arm["strategy"], arm["opts"], arm["window"], cell, args.n,
+        arm["name"], model_identity(arm["model"]), arm["strategy"], arm["opts"], arm["window"], cell, args.n,
         args.seed,
     )  # fmt: skip
+
+
+def _doc_key(cell_key: str, i: int) -> str:
+    """One finished document of a cell: a cell cut short (a crash, Ctrl-C, a session's end)
+    resumes from its unfinished documents."""
+    return ledger_key(cell_key, "doc", i)
+
+
+def _cell_seconds(rows: list[dict[str, Any]]) -> float:
+    """Wall time of a cell answered over several runs: each run's last finish, summed."""
+    per_run: dict[str, float] = {}
+    for r in rows:
+        per_run[r["run"]] = max(per_run.get(r["run"], 0.0), r["run_seconds"])
+    return round(sum(per_run.values()), 1)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -137,6 +167,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"mr_trained: --out {args.out} is a file, not a folder")
     args.out.mkdir(parents=True, exist_ok=True)
     done = Ledger(args.out / "cells.jsonl")
+    run_id = f"{time.time():.0f}-{os.getpid()}"
 
     def todo(a: dict[str, Any]) -> list[tuple[str, int]]:
         return [
@@ -171,20 +202,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         strategy = get_strategy(a["strategy"], window=a["window"], **a["opts"])
         for fam, length in cells_todo:
             family = get_family(fam)
-            scores, preds = [], []
-            t0 = time.perf_counter()
-            for doc, text in answers(strategy, documents(fam, length, llm), llm, args.parallel):
-                scores.append(family.score(doc, text))
-                preds.append(text[:200])
             cell = f"{fam}@{length}"
-            done.put(  # a crash loses at most the cell being run
-                _ledger_key(a, cell, args),
+            key = _ledger_key(a, cell, args)
+            ds = documents(fam, length, llm)
+            rows = {i: r for i in range(len(ds)) if (r := done.get(_doc_key(key, i)))}
+            left = [i for i in range(len(ds)) if i not in rows]
+            if rows:
+                print(f"mr_trained: {a['name']} {cell}: {len(rows)} documents already answered, "
+                      f"{len(left)} left", file=sys.stderr)  # fmt: skip
+            t0 = time.perf_counter()
+            for i, text in answer_each(strategy, ds, llm, args.parallel, left):
+                rows[i] = done.put(  # a crash loses only the documents in flight
+                    _doc_key(key, i),
+                    {
+                        "doc": i,
+                        "score": family.score(ds[i], text),
+                        "prediction": text[:200],
+                        "run": run_id,
+                        "run_seconds": round(time.perf_counter() - t0, 1),
+                    },
+                )
+            ordered = [rows[i] for i in range(len(ds))]
+            scores = [r["score"] for r in ordered]
+            done.put(
+                key,
                 {
                     "arm": a["name"],
                     "cell": cell,
                     "scores": scores,
-                    "predictions": preds,
-                    "seconds": round(time.perf_counter() - t0, 1),
+                    "predictions": [r["prediction"] for r in ordered],
+                    "seconds": _cell_seconds(ordered),
                 },
             )
             print(json.dumps({a["name"]: {cell: summarize(scores)}}), flush=True)
@@ -263,6 +310,23 @@ def table(out: dict[str, Any]) -> str:
         lines.append(f"| {fam} | " + " | ".join(row) + " |")
     n = out["n_per_cell"] * len(out["lengths"])
     lines.append(f"\nn = {n} per family and arm ({out['n_per_cell']} per length); [95% bootstrap]")
+    if len(out["lengths"]) > 1:  # the same by document length
+        lines += ["", "| family @ length | " + " | ".join(names) + " |"]
+        lines.append("|---|" + "---:|" * len(names))
+        for fam in out["families"]:
+            for length in out["lengths"]:
+                cell = f"{fam}@{length}"
+                row = []
+                for a in names:
+                    c = out["arms"][a]["cells"].get(cell)
+                    row.append(
+                        ""
+                        if c is None
+                        else f"{c['accuracy']:.1f} [{c['ci95'][0]:.0f}, {c['ci95'][1]:.0f}]"
+                    )
+                if any(row):
+                    lines.append(f"| {cell} | " + " | ".join(row) + " |")
+        lines.append(f"\nn = {out['n_per_cell']} per cell; [95% bootstrap]")
     return "\n".join(lines)
 
 

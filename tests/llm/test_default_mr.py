@@ -57,9 +57,16 @@ def test_resolves_to_an_adapter_folder_with_the_chat_template(tmp_path, monkeypa
         "hf:default"
     )
     assert default_mr.strategy_args() == {"chunk_tokens": 900}
-    # a new adapter gets a new folder (the cache is keyed by the adapter's bytes)
+    from chunkwise.llm.spec import model_identity
+
+    before = model_identity("vllm:default-mr")
+    assert before.startswith("vllm:default-mr = default-mr-") and folder.name in before
+    assert model_identity("hf:default") == "hf:default"
+    # a new adapter gets a new folder (the cache is keyed by the adapter's bytes), and results
+    # cached under the old adapter's identity are not reused for it (bench ledgers)
     (pkg / "adapter_model.safetensors").write_bytes(b"retrained")
     assert default_mr.model_dir() != folder
+    assert model_identity("vllm:default-mr") != before
 
 
 def test_install_copies_the_adapter_and_its_decoding_options(tmp_path, monkeypatch):

@@ -15,15 +15,17 @@ def test_mr_trained_bench_writes_json_table_and_png(tmp_path):
     r = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "mr_trained.py"), "--base", "scripted:passkey",
          "--mr", "scripted:passkey", "--mr-args", "prompts=chat", "--families",
-         "passkey,conflicting", "--lengths", "800", "--n", "3", "--out", str(out)],
+         "passkey,conflicting", "--lengths", "800,1000", "--n", "3", "--out", str(out)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((out / "results.json").read_text())
     assert (out / "mr_trained.png").stat().st_size > 1000
-    assert "| passkey |" in (out / "table.md").read_text()
+    md = (out / "table.md").read_text()
+    assert "| passkey |" in md and "| passkey@1000 | " in md  # by family, and by length
     pk = res["arms"]["base/mapreduce"]["families"]["passkey"]
-    assert pk["accuracy"] == 100.0 and pk["n"] == 3 and pk["ci95"] == [100.0, 100.0]
+    assert pk["accuracy"] == 100.0 and pk["n"] == 6 and pk["ci95"] == [100.0, 100.0]
+    assert res["arms"]["base/mapreduce"]["cells"]["passkey@1000"]["n"] == 3
     assert set(res["arms"]["mr/mapreduce-nocal"]["families"]) == {"conflicting"}
     assert res["arms"]["mr/mapreduce-nocal"]["options"]["calibration"] is False
     assert "conflicting_cal_minus_nocal_ge_20" in res["goals"]
@@ -40,16 +42,26 @@ def test_mr_trained_bench_keeps_finished_cells_and_adds_up_runs_of_other_arms(tm
         assert r.returncode == 0, r.stderr[-2000:]
         return json.loads((out / "results.json").read_text())
 
+    def rows() -> list[dict]:
+        return [json.loads(x) for x in (out / "cells.jsonl").read_text().splitlines()]
+
     first = bench("--arms", "base/standard")
     assert set(first["arms"]) == {"base/standard"}
     lines = (out / "cells.jsonl").read_text().splitlines()
-    assert len(lines) == 1
-    # a crash mid-write leaves a cut line: dropped, and that cell runs again
-    (out / "cells.jsonl").write_text(lines[0] + "\n" + lines[0][:40])
+    assert [r.get("doc", r.get("arm")) for r in rows()] == [0, 1, "base/standard"]
+    # a crash mid-cell, in the middle of writing document 1's row: the cut line is dropped,
+    # and the rerun answers document 1 only, then finishes the cell
+    (out / "cells.jsonl").write_text(lines[0] + "\n" + lines[1][:40])
+    resumed = bench("--arms", "base/standard")
+    assert [r.get("doc", r.get("arm")) for r in rows()] == [0, 1, "base/standard"]
+    assert rows()[0] == json.loads(lines[0]) and rows()[1]["run"] != rows()[0]["run"]
+    assert (
+        resumed["arms"]["base/standard"]["families"] == first["arms"]["base/standard"]["families"]
+    )
     both = bench("--arms", "base/standard,base/mapreduce")
     assert set(both["arms"]) == {"base/standard", "base/mapreduce"}
-    rows = [json.loads(x) for x in (out / "cells.jsonl").read_text().splitlines()]
-    assert [r["arm"] for r in rows] == ["base/standard", "base/mapreduce"]  # standard not rerun
+    cells = [r["arm"] for r in rows() if "arm" in r]
+    assert cells == ["base/standard", "base/mapreduce"]  # standard not rerun
     assert both["arms"]["base/standard"]["families"] == first["arms"]["base/standard"]["families"]
     # another n is another experiment: nothing reused
     again = bench("--arms", "base/standard", "--n", "3")

@@ -142,6 +142,18 @@ def load_llm(spec: str | ModelSpec, **overrides: str) -> LLM:
     return llm
 
 
+def model_identity(spec: str) -> str:
+    """What a spec loads, for caches of results: a packaged adapter's name (``hf:default-mr``)
+    becomes its content-hashed folder, so a retrained adapter never reuses the old one's
+    results; any other spec is itself."""
+    from chunkwise.llm import default_mr
+
+    ms = parse_spec(spec)
+    if ms.backend in ("hf", "vllm") and ms.target in default_mr.PACKAGED and ms.adapter is None:
+        return f"{spec} = {Path(default_mr.resolve(ms).target).name}"
+    return spec
+
+
 def file_options(
     options: Mapping[str, str],
     source: object,
