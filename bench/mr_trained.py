@@ -16,12 +16,15 @@ Every answered document and every finished (arm, family, length) cell is appende
 ``--out/cells.jsonl`` at once, so a crash (or a session's end) loses only the documents in
 flight; a rerun with the same settings skips finished cells and documents, and runs of
 different ``--arms`` into the same ``--out`` add up to one report. A packaged adapter
-(``vllm:default-mr``) is keyed by its content hash: a retrained one reuses nothing.
+(``vllm:default-mr``) is keyed by its content hash and a cell by a digest of its documents, so
+neither a retrained adapter nor a changed document generator reuses an old cell.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import json
 import os
 import sys
@@ -120,12 +123,31 @@ def answers(strategy: Any, docs: list[Any], llm: Any, parallel: int) -> list[tup
     return [(d, texts[i]) for i, d in enumerate(docs)]
 
 
+_identity = functools.cache(model_identity)  # hashes the adapter's bytes: once a run
+
+
+@functools.cache
+def documents_fingerprint(family: str, length: int, seed: int) -> str:
+    """A digest of the family's first held-out documents, made with a fixed stand-in token
+    counter: it changes when the generator does, so cells answered on older documents are not
+    reused (the real documents need the model's tokenizer; the generator is what changes)."""
+    docs = get_family(family).make(
+        n=3, seed=HELDOUT_SEED + seed + length, length_tokens=length,
+        count_tokens=lambda text: len(text) // 4,
+    )  # fmt: skip
+    h = hashlib.sha256()
+    for d in docs:
+        h.update("\x00".join((d.context, d.question, d.answer)).encode())
+    return h.hexdigest()[:12]
+
+
 def _ledger_key(arm: dict[str, Any], cell: str, args: argparse.Namespace) -> str:
     """What makes a finished cell reusable: the arm, its model (a packaged adapter by its
-    content hash), options, n and seed."""
+    content hash), options, n, seed and the documents (by their generator's fingerprint)."""
+    fam, length = cell.split("@")
     return ledger_key(
-        arm["name"], model_identity(arm["model"]), arm["strategy"], arm["opts"], arm["window"], cell, args.n,
-        args.seed,
+        arm["name"], _identity(arm["model"]), arm["strategy"], arm["opts"], arm["window"],
+        cell, args.n, args.seed, documents_fingerprint(fam, int(length), args.seed),
     )  # fmt: skip
 
 

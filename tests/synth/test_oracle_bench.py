@@ -85,3 +85,29 @@ def test_mr_trained_bench_answers_documents_in_parallel_in_document_order():
     assert [t for _, t in many] == [t for _, t in one]
     assert len({t for _, t in one}) == 5  # five different passkeys: an order mix-up would show
     assert all(fam.score(d, t) == 1.0 for d, t in many)
+
+
+def test_mr_trained_cells_are_keyed_by_their_documents(monkeypatch):
+    """A changed document generator (or another seed) reuses no finished cell."""
+    import argparse
+    from dataclasses import replace
+
+    from bench_loader import load_bench
+    from chunkwise.data.families import get_family
+
+    bench = load_bench("mr_trained")
+    arm = {"name": "mr/mapreduce", "model": "scripted:passkey", "strategy": "mapreduce",
+           "opts": {}, "window": 4096}  # fmt: skip
+    args = argparse.Namespace(n=2, seed=0)
+    before = bench._ledger_key(arm, "conflicting@800", args)
+    assert bench._ledger_key(arm, "conflicting@800", args) == before
+    assert bench._ledger_key(arm, "conflicting@800", argparse.Namespace(n=2, seed=1)) != before
+    cls = type(get_family("conflicting"))
+    make = cls.make
+    monkeypatch.setattr(
+        cls,
+        "make",
+        lambda self, **kw: [replace(d, context=d.context + ".") for d in make(self, **kw)],
+    )
+    bench.documents_fingerprint.cache_clear()
+    assert bench._ledger_key(arm, "conflicting@800", args) != before
