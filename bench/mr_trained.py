@@ -1,8 +1,9 @@
 """Does teaching the embedded model the MapReduce protocol pay? ``hf:default`` (base-model
 scaffolds) against ``hf:default-mr`` (the oracle-trained adapter, chat protocol) under
 mapreduce decoding, standard decoding for reference, on held-out generated documents
-(seeds never trained on, and one family never trained on at all), plus the calibration
-ablation (calibration=false) on the conflicting-evidence family.
+(seeds never trained on, and one family never trained on at all), plus two ablations on the
+conflicting-evidence family: the calibration block off (calibration=false) and the confidence
+score itself off (confidence=off: not asked, shown or used).
 
     flock /tmp/chunkwise-cpu.lock .venv/bin/python bench/mr_trained.py --n 50 \\
         --lengths 4000,8000,16000,32000,64000 --out runs/bench/mr_trained
@@ -86,6 +87,13 @@ def arms(args: argparse.Namespace) -> list[dict[str, Any]]:
             "model": args.mr,
             "strategy": "mapreduce",
             "opts": {**mr_args, "calibration": False},
+            "only": ("conflicting",),
+        },
+        {  # the score itself off (not asked, shown or used): does reduce lean on it?
+            "name": "mr/mapreduce-noconf",
+            "model": args.mr,
+            "strategy": "mapreduce",
+            "opts": {**mr_args, "confidence": "off"},
             "only": ("conflicting",),
         },
     ]

@@ -28,6 +28,8 @@ def test_mr_trained_bench_writes_json_table_and_png(tmp_path):
     assert res["arms"]["base/mapreduce"]["cells"]["passkey@1000"]["n"] == 3
     assert set(res["arms"]["mr/mapreduce-nocal"]["families"]) == {"conflicting"}
     assert res["arms"]["mr/mapreduce-nocal"]["options"]["calibration"] is False
+    assert res["arms"]["mr/mapreduce-noconf"]["options"]["confidence"] == "off"
+    assert set(res["arms"]["mr/mapreduce-noconf"]["families"]) == {"conflicting"}
     assert "conflicting_cal_minus_nocal_ge_20" in res["goals"]
 
 
