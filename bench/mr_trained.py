@@ -195,8 +195,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         arm_list = [a for a in arm_list if a["name"] in wanted]
     if args.out.exists() and not args.out.is_dir():
         raise SystemExit(f"mr_trained: --out {args.out} is a file, not a folder")
-    args.out.mkdir(parents=True, exist_ok=True)
-    done = Ledger(args.out / "cells.jsonl")
+    if args.report_only:  # the report from the ledger as it stands; nothing runs
+        if not (args.out / "cells.jsonl").is_file():
+            raise SystemExit(f"mr_trained: --report-only: no cells.jsonl in {args.out}")
+        arm_list = []
+    else:
+        args.out.mkdir(parents=True, exist_ok=True)
+    done = Ledger(args.out / "cells.jsonl", readonly=args.report_only)
     run_id = f"{time.time():.0f}-{os.getpid()}"
 
     def todo(a: dict[str, Any]) -> list[tuple[str, int]]:
@@ -390,6 +395,9 @@ def main() -> None:
     ap.add_argument("--arms", help="run only these arms (comma-separated names); the summary "
                     "still covers every arm already finished in --out")  # fmt: skip
     ap.add_argument("--out", type=Path, default=Path("runs/bench/mr_trained"))
+    ap.add_argument("--report-only", action="store_true",
+                    help="write the report from the cells finished in --out; run nothing "
+                    "(safe while another run is writing there)")  # fmt: skip
     args = ap.parse_args()
     result = run(args)
     (args.out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")

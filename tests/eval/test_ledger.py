@@ -31,3 +31,19 @@ def test_a_cut_line_is_dropped_and_the_next_row_starts_on_its_own_line(tmp_path)
         again.put("three", {"v": 3})
     lines = path.read_text().splitlines()
     assert [json.loads(x)["key"] for x in lines] == ["one", "three"]
+
+
+def test_a_read_only_ledger_reads_beside_a_writer_and_cannot_write(tmp_path):
+    import pytest
+
+    path = tmp_path / "cells.jsonl"
+    with Ledger(path) as writer:
+        writer.put("one", {"v": 1})
+        with path.open("a") as f:
+            f.write('{"key": "two", "v"')  # the writer is mid-line
+        view = Ledger(path, readonly=True)  # no writer's lock taken, the cut line skipped
+        assert "one" in view and "two" not in view
+        with pytest.raises(RuntimeError, match="read-only"):
+            view.put("three", {"v": 3})
+        view.close()
+    assert Ledger(tmp_path / "none.jsonl", readonly=True).rows == {}

@@ -65,6 +65,13 @@ def test_mr_trained_bench_keeps_finished_cells_and_adds_up_runs_of_other_arms(tm
     cells = [r["arm"] for r in rows() if "arm" in r]
     assert cells == ["base/standard", "base/mapreduce"]  # standard not rerun
     assert both["arms"]["base/standard"]["families"] == first["arms"]["base/standard"]["families"]
+    # a report from the ledger as it stands: nothing runs, nothing is written
+    before = (out / "cells.jsonl").read_text()
+    report = bench("--report-only")
+    assert report["arms"] == both["arms"] and (out / "cells.jsonl").read_text() == before
+    r = subprocess.run([*base, "--report-only", "--out", str(tmp_path / "empty")],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    assert r.returncode != 0 and "no cells.jsonl" in r.stderr
     # another n is another experiment: nothing reused
     again = bench("--arms", "base/standard", "--n", "3")
     assert again["arms"]["base/standard"]["families"]["passkey"]["n"] == 3

@@ -23,10 +23,14 @@ class Ledger:
     """Rows keyed by ``key`` in the JSON-lines file ``path``; use it as a context manager (or
     :meth:`close` it) so the file's lock is released."""
 
-    def __init__(self, path: str | Path) -> None:
-        self._app = JsonlAppender(path, key="key")
-        self.path = self._app.path
-        self.rows: dict[str, dict[str, Any]] = {r["key"]: r for _, r in read_jsonl(self.path)}
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        """``readonly``: read what is there without taking the writer's lock (a report while
+        a run is still writing)."""
+        self._app = None if readonly else JsonlAppender(path, key="key")
+        self.path = Path(path) if self._app is None else self._app.path
+        # a writer may be mid-line: read-only skips a cut line instead of failing on it
+        rows = read_jsonl(self.path, skip_bad_lines=readonly) if self.path.exists() else []
+        self.rows: dict[str, dict[str, Any]] = {r["key"]: r for _, r in rows}
 
     def __contains__(self, key: str) -> bool:
         return key in self.rows
@@ -35,13 +39,16 @@ class Ledger:
         return self.rows.get(key)
 
     def put(self, key: str, value: dict[str, Any]) -> dict[str, Any]:
+        if self._app is None:
+            raise RuntimeError(f"{self.path}: this ledger was opened read-only")
         row = {"key": key, **value}
         self._app.write(row)
         self.rows[key] = row
         return row
 
     def close(self) -> None:
-        self._app.close()
+        if self._app is not None:
+            self._app.close()
 
     def __enter__(self) -> Ledger:
         return self
