@@ -8,7 +8,7 @@ import pytest
 
 from chunkwise.llm.scripted import ScriptedLLM
 from chunkwise.strategies import Query, get_strategy
-from chunkwise.strategies.grounding import cover, is_grounded, quote_pieces
+from chunkwise.strategies.grounding import cover, is_grounded, quote_pieces, snap_answer
 
 CHUNK = (
     'Some filler text. "9a1c-77": "b3f0-12", "4e02-55": "c9d1-88". '
@@ -74,3 +74,59 @@ def test_the_strategy_drops_ungrounded_retrieval_findings_when_on(finding, task,
     assert ans.stats.extra["map_no_information"] == 5  # a dropped finding is not NO INFORMATION
     reduce_prompt = llm.calls[-1].prompt[0]["content"]
     assert ("4711" in reduce_prompt.split("Question:")[0]) is (not dropped)
+
+
+VALUE = "cf7efe84-ed4e-44a4-91f8-248a6fbf770f"
+KV_CHUNK = f'"06d919fe-a6bb-4396-beb8-f30c4e3fae87": "{VALUE}", "0d78c559-f14f": "77aa-12"'
+
+
+@pytest.mark.parametrize(
+    ("answer", "snapped"),
+    [
+        ("c" + VALUE, VALUE),  # a stuttered first character (hf:default-mr, held-out kv)
+        ("x" + VALUE[1:], VALUE),  # a wrong first character
+        (VALUE + "f", VALUE),  # one character too many at the end
+        (VALUE, None),  # an exact copy needs nothing
+        ("c" + VALUE[:18] + "zz" + VALUE[20:], None),  # slips inside: not one run of the chunk
+        ("77aa-122", None),  # short answers never snap: one digit is another answer
+        ("06d919fe-a6bb-4396-beb8-f30c4e3fae87-extra-tail", None),  # not the length of a word
+    ],
+)
+def test_snap_takes_the_chunk_value_a_long_answer_nearly_copies(answer, snapped):
+    assert snap_answer(answer, KV_CHUNK) == snapped
+
+
+def _kv_llm(answer: str) -> ScriptedLLM:
+    def reply(m: re.Match) -> str:
+        if VALUE not in m.group(0):
+            return "Extracted Information: none\nRationale: r\nAnswer: [NO INFORMATION]"
+        return (
+            f'Extracted Information: "06d919fe-a6bb-4396-beb8-f30c4e3fae87": "{VALUE}"\n'
+            f"Rationale: r\nAnswer: {answer}\nConfidence Score: 5"
+        )
+
+    def reduce(m: re.Match) -> str:
+        found = re.findall(r"Answer: (\S+)", m.group(0))
+        return f"Rationale: r\nAnswer: {found[0] if found else '[NO INFORMATION]'}"
+
+    llm = ScriptedLLM(
+        rules=[(r"Part of the document =====.*", reply), (r"Findings from.*|notes.*", reduce)],
+        window=1024,
+    )
+    llm.chat = True
+    return llm
+
+
+@pytest.mark.parametrize("snap", [True, False])
+def test_the_strategy_snaps_a_stuttered_kv_answer_instead_of_dropping_it(snap):
+    paras = [" ".join(f"filler{i}w{j}" for j in range(60)) + "." for i in range(6)]
+    paras[3] = KV_CHUNK + " " + paras[3]
+    llm = _kv_llm("c" + VALUE)
+    strat = get_strategy("mapreduce", chunk_tokens=70, grounding=True, snap_quotes=snap)
+    ans = strat.answer("\n\n".join(paras), Query("What is the value?", "retrieval"), llm)
+    extra = ans.stats.extra
+    assert (extra["map_snapped"], extra["map_ungrounded"]) == ((1, 0) if snap else (0, 1))
+    assert extra["snapped_parts"] == ([3] if snap else [])
+    assert (ans.text == VALUE) is snap
+    kept = [e for e in ans.trace if e.stage == "map" and not e.output["no_information"]]
+    assert kept[0].output["raw"].endswith("Answer: c" + VALUE + "\nConfidence Score: 5")

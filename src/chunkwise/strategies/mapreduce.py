@@ -24,7 +24,7 @@ from chunkwise.errors import BadInput, ChunkwiseError
 from chunkwise.llm import LLM, Completion, GenerationParams, Request
 from chunkwise.prompts import load_text, prompt_set
 from chunkwise.strategies.base import Answer, Query, Stats, Strategy, TraceEvent, register
-from chunkwise.strategies.grounding import is_grounded
+from chunkwise.strategies.grounding import is_grounded, snap_answer
 from chunkwise.strategies.protocol import (
     NO_INFO,
     Record,
@@ -120,6 +120,10 @@ class MapReduce(Strategy):
                         ``map_ungrounded`` (chunk indices in ``ungrounded_parts``). Off by default
                         (a paraphrasing model would lose true findings); hf:default-mr, taught
                         to quote, decodes with it on
+    snap_quotes         with grounding on: a long map answer that copies a value of its chunk
+                        with one slip at its edge (a stuttered first character) takes that
+                        value before the check, instead of being dropped as made up; counted
+                        as ``map_snapped`` (``snapped_parts``). Short answers never snap
     max_new_tokens      cap on every stage's new tokens (0: the prompt set's own
                         ``map/collapse/reduce_max_new_tokens``); a cap also frees window room
                         for chunks and groups
@@ -144,6 +148,7 @@ class MapReduce(Strategy):
         unscored: str = "keep",
         ask_confidence: bool = False,
         grounding: bool = False,
+        snap_quotes: bool = False,
         max_new_tokens: int = 0,
     ):
         super().__init__(window)
@@ -181,6 +186,7 @@ class MapReduce(Strategy):
         self.unscored = unscored
         self.ask_confidence = ask_confidence
         self.grounding = grounding
+        self.snap_quotes = snap_quotes
 
     # -- set-up ---------------------------------------------------------------------------
     def _prompts(self, llm: LLM, family: str) -> _Prompts:
@@ -297,6 +303,7 @@ class MapReduce(Strategy):
         ]
         early = sum(out.stop_reason == self._no_info_stop(p) for out in outs)
         self._ask_confidences(llm, p, "map", source, requests, outs, records, stats, trace)
+        snapped = self._snap(p, chunks, records)
         for c, rec, out in zip(chunks, records, outs, strict=True):
             trace.append(self._event("map", [c.index], rec, out))
         ungrounded = self._ungrounded(p, chunks, records)
@@ -309,6 +316,8 @@ class MapReduce(Strategy):
             map_no_answer=sum(r.answer is None and not r.no_information for r in records),
             map_ungrounded=len(ungrounded),
             ungrounded_parts=sorted(chunks[i].index for i in ungrounded),
+            map_snapped=len(snapped),
+            snapped_parts=sorted(chunks[i].index for i in snapped),
             confidence_requested=source,
             confidence_source=_actual_source(source, len(kept), unscored),
             unscored_records=unscored,
@@ -474,6 +483,20 @@ class MapReduce(Strategy):
             )
         stats.extra["confidence_asked"] = stats.extra.get("confidence_asked", 0) + len(todo)
         stats.extra["confidence_filled"] = stats.extra.get("confidence_filled", 0) + filled
+
+    def _snap(self, p: _Prompts, chunks: list[Any], records: list[Record]) -> set[int]:
+        """With ``snap_quotes`` (and ``grounding``) on, map answers that copy a long value of
+        their chunk with one slip at its edge take that value (:func:`.grounding.snap_answer`;
+        the record's ``raw`` keeps what the model wrote); returns the indices snapped."""
+        if not (self.snap_quotes and self.grounding) or p.templates.get("grounding") != "quote":
+            return set()
+        out = set()
+        for i, (c, r) in enumerate(zip(chunks, records, strict=True)):
+            value = None if r.no_information else snap_answer(r.answer, c.text)
+            if value is not None:
+                r.answer = value
+                out.add(i)
+        return out
 
     def _ungrounded(self, p: _Prompts, chunks: list[Any], records: list[Record]) -> set[int]:
         """Map findings not taken from their chunk (:mod:`.grounding`), where the prompt set's
