@@ -181,3 +181,31 @@ def test_parser_total_on_arbitrary_text(text):
     parse_record(text)
     parse_record(text, answer_only=True)
     parse_confidence(text)
+
+
+def test_a_reply_that_runs_on_into_the_next_part_keeps_only_its_own_record():
+    """hf:default-mr under confidence=off (no score line to end on) wrote its record, then a
+    part delimiter and a second record; the answer must not swallow them (it did, and the
+    grounding check then dropped the finding)."""
+    raw = (
+        "Extracted Information: The access code of the clinic is 1972.\n"
+        "Rationale: This part states it directly.\nAnswer: 1972\n"
+        "===== Part 1. Extracted Information: Nothing in this part bears on the question.\n"
+        "Rationale: The question asks about an access code.\nAnswer: [NO INFORMATION]"
+    )
+    r = parse_record(raw)
+    assert (r.extracted_information, r.answer, r.no_information) == (
+        "The access code of the clinic is 1972.",
+        "1972",
+        False,
+    )
+    assert r.rationale == "This part states it directly." and r.raw == raw
+    # a second record with no delimiter: it starts where a field comes round again
+    # (the first gave no score: the second's is not its)
+    r = parse_record(
+        "Extracted Information: A\nRationale: B\nAnswer: 5\n"
+        "Extracted Information: C\nRationale: D\nAnswer: 6\nConfidence Score: 1"
+    )
+    assert (r.extracted_information, r.rationale, r.answer, r.confidence) == ("A", "B", "5", None)
+    # an empty field given again at once is still filled by its second line
+    assert parse_record("Answer:\nAnswer: 7").answer == "7"

@@ -44,6 +44,8 @@ _HEADER = re.compile(
     + "|".join(sorted((re.escape(a) for a in _ALIAS), key=len, reverse=True))
     + r")\s*\**\s*(?:[(（][^()\n（）]{0,30}[)）]\s*\**\s*)?[:：]\s*\**[ \t]*"
 )
+#: where a reply runs on into the next part's record: our prompts' part delimiter
+_RUN_ON = re.compile(r"^\s*=====", re.M)
 _NO_INFO = re.compile(r"^\W*no[\s_-]*(?:relevant[\s_-]*)?information\b", re.I)
 _FRACTION = re.compile(r"(\d+(?:\.\d+)?)\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?)", re.I)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -129,12 +131,23 @@ def parse_record(text: str, *, answer_only: bool = False) -> Record:
     """Parse a protocol output. With ``answer_only`` (completion-style scaffolds for base
     models) text without any field header is taken as the answer itself."""
     raw = text or ""
-    headers = list(_HEADER.finditer(raw))
+    # a reply that runs on into another record (a part delimiter, or a field given twice)
+    # ends where that record begins: its fields are not this one's
+    delimiter = _RUN_ON.search(raw)
+    own = raw[: delimiter.start()] if delimiter else raw
+    headers = list(_HEADER.finditer(own))
+    seen: list[str] = []
+    for i, m in enumerate(headers):
+        name = _ALIAS[m.group(1).lower()]
+        if name in seen and name != seen[-1]:
+            own, headers = own[: m.start()], headers[:i]
+            break
+        seen.append(name)
     fields: dict[str, str] = {}
     for i, m in enumerate(headers):
         name = _ALIAS[m.group(1).lower()]
-        end = headers[i + 1].start() if i + 1 < len(headers) else len(raw)
-        value = _clean(raw[m.end() : end])
+        end = headers[i + 1].start() if i + 1 < len(headers) else len(own)
+        value = _clean(own[m.end() : end])
         if name not in fields or not fields[name]:  # first non-empty occurrence wins
             fields[name] = value
     if not headers:
