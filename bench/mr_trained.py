@@ -185,7 +185,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "arms": {},
         "seconds": {},
     }
-    arm_list = arms(args)
+    every_arm = arms(args)  # once: the summary must key cells exactly as the run did
+    arm_list = every_arm
     if args.arms:
         wanted = [a.strip() for a in args.arms.split(",") if a.strip()]
         unknown = sorted(set(wanted) - {a["name"] for a in arm_list})
@@ -274,7 +275,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for llm in llms.values():
         llm.close()
 
-    for a in arms(args):  # the summary covers every arm with finished cells in the ledger
+    for a in every_arm:  # the summary covers every arm with finished cells in the ledger
         cells: dict[str, Any] = {}
         for fam in families:
             for length in lengths:
