@@ -136,16 +136,13 @@ def parse_record(text: str, *, answer_only: bool = False) -> Record:
     delimiter = _RUN_ON.search(raw)
     own = raw[: delimiter.start()] if delimiter else raw
     headers = list(_HEADER.finditer(own))
-    seen: list[str] = []
-    for i, m in enumerate(headers):
-        name = _ALIAS[m.group(1).lower()]
-        if name in seen and name != seen[-1]:
-            own, headers = own[: m.start()], headers[:i]
+    names = [_ALIAS[m.group(1).lower()] for m in headers]
+    for i, name in enumerate(names):
+        if name in names[:i] and name != names[i - 1]:  # given before, not just above
+            own, headers, names = own[: headers[i].start()], headers[:i], names[:i]
             break
-        seen.append(name)
     fields: dict[str, str] = {}
-    for i, m in enumerate(headers):
-        name = _ALIAS[m.group(1).lower()]
+    for i, (m, name) in enumerate(zip(headers, names, strict=True)):
         end = headers[i + 1].start() if i + 1 < len(headers) else len(own)
         value = _clean(own[m.end() : end])
         if name not in fields or not fields[name]:  # first non-empty occurrence wins
