@@ -123,6 +123,19 @@ def test_conflicting_evidence_reduce_picks_the_plain_statement(built):
     assert kinds == {"hedged", "unreliable", "retracted"}
 
 
+def test_conflicting_documents_cover_every_order_and_kind_at_every_length():
+    """Each six documents hold every (weak kind, plain first or last) pair, so a training set
+    of a dozen per length has plain statements at the end of documents, not only weak ones."""
+    llm = counter()
+    fam = FAMILIES["conflicting"]
+    for length in (2000, 4000):
+        docs = fam.make(n=6, seed=0, length_tokens=length, count_tokens=llm.count_tokens)
+        pairs = {(d.evidence[1].kind, d.evidence[0].start > d.evidence[1].start) for d in docs}
+        assert pairs == {
+            (k, last) for k in ("hedged", "unreliable", "retracted") for last in (0, 1)
+        }
+
+
 def test_training_renders_exactly_the_prompts_decoding_sends(built):
     _, teacher, out = built
     for name in ("passkey", "conflicting", "multihop"):
