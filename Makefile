@@ -88,13 +88,17 @@ DEFAULT_MR_REASONING_N ?= 4
 # kv_retrieval's search is the hardest to learn (find one 36-character id among ~10 pairs a
 # chunk): 48 more documents per length, from training seed 1, so the adapter sees many keys
 DEFAULT_MR_KV_N ?= 48
+# documents whose evidence is cut out (2 of 12 per family and length): every part is empty and
+# the reduce learns to answer [NO INFORMATION] instead of a guess
+DEFAULT_MR_UNANSWERABLE ?= 0.17
 # bf16 autocast where the machine computes bf16 natively (CUDA, AVX-512-BF16/AMX CPUs), else fp32
 TRAIN_PRECISION = $$($(BIN)/python -c "from chunkwise.demo.pipeline import training_precision as p; print(p())")
 DEFAULT_MR_SYNTH = $(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --lengths train \
 	  --window 4096 --strategy-args prompts=chat,chunk_tokens=500 --no-progress
 default-mr: install
 	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/retrieval --n $(DEFAULT_MR_N) --seed 0 \
-	  --families passkey,number_string,kv_retrieval,extractive_qa,conflicting
+	  --families passkey,number_string,kv_retrieval,extractive_qa,conflicting \
+	  --unanswerable $(DEFAULT_MR_UNANSWERABLE)
 	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/reasoning --n $(DEFAULT_MR_REASONING_N) --seed 0 \
 	  --families math_find,multihop
 	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/kv --n $(DEFAULT_MR_KV_N) --seed 1 \

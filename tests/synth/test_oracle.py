@@ -13,6 +13,7 @@ import pytest
 
 from chunkwise.cli import main
 from chunkwise.data.families import CONFIDENCE, FAMILIES, get_family
+from chunkwise.errors import BadInput
 from chunkwise.llm.scripted import ScriptedLLM
 from chunkwise.strategies import get_strategy
 from chunkwise.strategies.protocol import parse_record
@@ -179,6 +180,40 @@ def test_run_oracle_is_resumable_and_counts(tmp_path):
     lines = (tmp_path / "data" / "oracle.jsonl").read_text().splitlines()
     assert len(lines) == 4 and again["records"] == 4
     assert again["new_examples_by_stage"] == {}
+
+
+def test_unanswerable_variants_teach_the_reduce_to_say_no_information(tmp_path):
+    """With every part empty the reduce target is [NO INFORMATION] with a rationale that says
+    so; the variant is its document with the evidence cut out and no seam left behind."""
+    llm = counter()
+    fams = ["passkey", "kv_retrieval", "conflicting", "math_find"]
+    stats = run_oracle(
+        llm, tmp_path, families=fams, lengths=[1500], n=4, progress=False, unanswerable=0.5
+    )
+    assert stats["unanswerable"] == 6  # 2 each, math_find none (every part holds candidates)
+    recs = [json.loads(x) for x in (tmp_path / "data" / "oracle.jsonl").read_text().splitlines()]
+    by_id = {r["id"]: r for r in recs}
+    variants = [r for r in recs if r["id"].endswith("-none")]
+    assert len(variants) == 6 and not any(r["meta"]["family"] == "math_find" for r in variants)
+    for r in variants:
+        orig = by_id[r["id"].removesuffix("-none")]
+        doc = next(
+            d
+            for d in get_family(r["meta"]["family"]).make(
+                n=4, seed=0, length_tokens=1500, count_tokens=llm.count_tokens
+            )
+            if d.id == orig["id"]
+        )
+        assert validate_record(r) == [] and r["answer"] == "[NO INFORMATION]"
+        assert all(m["no_information"] for m in r["intermediate"]["map"])
+        red = r["intermediate"]["reduce"]
+        assert red["answer"] == "[NO INFORMATION]" and red["rationale"].startswith("No part")
+        for ev in doc.evidence:
+            assert ev.text.strip() not in r["document"]
+        assert r["document"].count("\n\n") == orig["document"].count("\n\n")
+        assert ", , " not in r["document"] and ", }" not in r["document"]
+    with pytest.raises(BadInput, match="fraction"):
+        run_oracle(llm, tmp_path, families=fams, lengths=[1500], n=1, unanswerable=1.5)
 
 
 def test_cli_oracle_teacher_and_bad_input(tmp_path, capsys):

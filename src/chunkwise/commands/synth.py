@@ -39,6 +39,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--n", type=int, default=4, help="oracle: documents per family and length")
     p.add_argument(
+        "--unanswerable",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="oracle: also that fraction of the documents with their evidence cut out, so the "
+        "reduce learns to answer [NO INFORMATION] when every part is empty (retrieval and "
+        "conflicting families; default: 0)",
+    )
+    p.add_argument(
         "--model", default="hf:default", metavar="SPEC", help="model spec (default: hf:default)"
     )
     p.add_argument(

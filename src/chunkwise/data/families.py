@@ -25,12 +25,13 @@ import random
 import re
 import string
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from chunkwise.data import multihop, synthetic
 from chunkwise.errors import BadInput
 from chunkwise.strategies.base import Query
+from chunkwise.strategies.protocol import NO_INFO
 
 CountTokens = Callable[[str], int]
 
@@ -146,6 +147,29 @@ class Family:
             0.0,
         )
 
+    #: whether cutting a document's evidence out surely leaves its question without an answer
+    #: (not so where every part holds candidates, as in math_find's lists, or where real text
+    #: may say the same thing twice, as in extractive_qa)
+    unanswerable_variants: ClassVar[bool] = False
+
+    def without_evidence(self, doc: Doc) -> Doc | None:
+        """``doc`` with its evidence cut out: the same question, no answer in the text, so every
+        part is empty and the reduce must say ``[NO INFORMATION]`` (None where the family has
+        no such variant)."""
+        if not self.unanswerable_variants or not doc.evidence:
+            return None
+        text = doc.context
+        for ev in sorted(doc.evidence, key=lambda e: e.start, reverse=True):
+            text = _cut(text, ev.start, ev.end)
+        return replace(
+            doc, id=f"{doc.id}-none", context=text, answer=NO_INFO, evidence=[],
+            meta={**doc.meta, "unanswerable": True},
+        )  # fmt: skip
+
+    def none_found(self, doc: Doc) -> str:
+        """The reduce rationale when no part holds anything."""
+        return f"No part of the document mentions {self.topic}, so the question has no answer here."
+
     def resolve(self, doc: Doc, items: Located, stage: str) -> Finding:
         """Single-answer families: the most reliable evidence wins; others are named."""
         if not items:
@@ -173,6 +197,18 @@ class Family:
             + ". The better-supported statement wins."
         )
         return Finding(extracted, why, best.answer, best.confidence)
+
+
+def _cut(text: str, start: int, end: int) -> str:
+    """``text`` without ``[start, end)`` and without the seam that would give the cut away: a
+    line's own newline, or a JSON pair's ``", "``."""
+    if start > 0 and end < len(text) and text[start - 1] == text[end] and text[end] in "\n ":
+        end += 1
+    elif text[end : end + 2] == ", ":
+        end += 2
+    elif text[start - 2 : start] == ", ":
+        start -= 2
+    return text[:start] + text[end:]
 
 
 class Straddle(BadInput):
@@ -214,6 +250,7 @@ def _span(context: str, text: str, where: str) -> tuple[int, int]:
 
 
 class _Needle(Family):
+    unanswerable_variants = True
     task_name = ""
     needle = ""
     prefix = ""
@@ -260,6 +297,7 @@ class NumberString(_Needle):
 
 
 class KVRetrieval(Family):
+    unanswerable_variants = True
     name = "kv_retrieval"
     topic = "the value of one key"
 
@@ -630,6 +668,7 @@ class Conflicting(Family):
     retracted source in another: the plain statement is the answer."""
 
     name = "conflicting"
+    unanswerable_variants = True
     topic = "an access code"
 
     def make(

@@ -86,6 +86,8 @@ class OracleLLM(Delegate):
         items = [(p, ev) for p in sorted(set(parts)) for ev in self.evidence[p]]
         if self.collapse_marker in text:
             return "collapse", _render(self.family.resolve(self.doc, items, "collapse"), with_conf)
+        if not items:  # every part was empty: an unanswerable variant (Family.without_evidence)
+            return "reduce", f"Rationale: {self.family.none_found(self.doc)}\nAnswer: {NO_INFO}"
         f = self.family.resolve(self.doc, items, "reduce")
         return "reduce", f"Rationale: {f.rationale}\nAnswer: {f.answer or NO_INFO}"
 
@@ -200,9 +202,14 @@ def run_oracle(
     window: int = 4096,
     mapreduce_args: dict[str, Any] | None = None,
     progress: bool = True,
+    unanswerable: float = 0.0,
 ) -> dict[str, Any]:
     """Write ``out/data/oracle.jsonl`` (resumable: ids already there are skipped) and
-    ``out/stats.json``; returns the stats."""
+    ``out/stats.json``; returns the stats. ``unanswerable``: for that fraction of each
+    family's documents at each length, also its variant with the evidence cut out (every part
+    empty, the reduce answering ``[NO INFORMATION]``), for the families that have one."""
+    if not 0.0 <= unanswerable <= 1.0:
+        raise BadInput(f"--unanswerable must be a fraction in [0, 1], got {unanswerable}")
     teacher = OracleTeacher(llm, window, dict(mapreduce_args or {}))
     data = out / "data"
     data.mkdir(parents=True, exist_ok=True)
@@ -216,26 +223,36 @@ def run_oracle(
                 except (ValueError, KeyError):
                     continue  # a torn last line from an interrupted run is rewritten below
     t0 = time.perf_counter()
-    stats: dict[str, Any] = {"records": 0, "skipped": Counter(), "by_family": Counter()}
+    stats: dict[str, Any] = {
+        "records": 0,
+        "unanswerable": 0,
+        "skipped": Counter(),
+        "by_family": Counter(),
+    }
     stages: Counter[str] = Counter()
     jobs = [(f, L) for f in families for L in lengths]
+    per_job = n + (
+        round(n * unanswerable) if unanswerable else 0
+    )  # the bar's total counts variants too (families without them finish early)
     try:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(jobs) * n, disable=not progress, desc="oracle", unit="doc")
+        bar = tqdm(total=len(jobs) * per_job, disable=not progress, desc="oracle", unit="doc")
     except ImportError:  # pragma: no cover - tqdm is a dependency
         bar = None
     with path.open("a", encoding="utf-8") as fh:
         for fam, length in jobs:
-            docs = get_family(fam).make(
-                n=n, seed=seed, length_tokens=length, count_tokens=llm.count_tokens
-            )
+            family = get_family(fam)
+            docs = family.make(n=n, seed=seed, length_tokens=length, count_tokens=llm.count_tokens)
+            variants = [family.without_evidence(d) for d in docs[: round(n * unanswerable)]]
+            docs += [v for v in variants if v is not None]
             for doc in docs:
                 if bar is not None:
                     bar.update(1)
                 if doc.id in done:
                     stats["records"] += 1
                     stats["by_family"][fam] += 1
+                    stats["unanswerable"] += bool(doc.meta.get("unanswerable"))
                     continue
                 try:
                     rec = teacher.record(doc)
@@ -249,6 +266,7 @@ def run_oracle(
                 fh.flush()
                 stats["records"] += 1
                 stats["by_family"][fam] += 1
+                stats["unanswerable"] += bool(doc.meta.get("unanswerable"))
     if bar is not None:
         bar.close()
     stats.update(
@@ -323,6 +341,7 @@ def run_oracle_cli(args: Any, mapreduce_args: dict[str, Any]) -> int:
             window=args.window,
             mapreduce_args=mapreduce_args,
             progress=not args.no_progress,
+            unanswerable=args.unanswerable,
         )
     finally:
         llm.close()
