@@ -90,9 +90,10 @@ def _four_fields(r: dict) -> bool:
 
 @pytest.mark.slow
 def test_default_mr_scores_a_plain_statement_above_a_hedged_one(mr_llm):
-    """The shipped (seventh) adapter misses the plain statement when it sits in a document's
-    last part (held-out documents 1 and 2 of this seed, unreliable and retracted): the
-    bench's conflicting 85 [70, 100]. Document 0 has its plain statement mid-document."""
+    """Held-out conflicting document 0 (a hedged source and a plain statement in two
+    parts): the map scores the plain statement higher, and reduce gets both with their
+    scores. The seventh adapter missed the plain statement when it sat in a document's last
+    part; the eighth was trained on documents that put it there too."""
     from chunkwise.data.families import HELDOUT_SEED, get_family
 
     llm, args = mr_llm
@@ -113,3 +114,24 @@ def test_default_mr_scores_a_plain_statement_above_a_hedged_one(mr_llm):
     assert where[0] != where[1] and plain["confidence"] > weak["confidence"], (plain, weak)
     assert set(where) <= set(ans.trace[-1].inputs)  # both reached reduce, with their scores
     assert fam.score(doc, ans.text) == 1.0, ans.text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["passkey", "kv_retrieval"])
+def test_default_mr_says_no_information_when_the_evidence_is_cut_out(mr_llm, family):
+    """A held-out document with its evidence cut out (``Family.without_evidence``): every part
+    is empty, and the taught reduce says so instead of guessing. The seventh adapter, trained
+    with no such documents, answered kv_retrieval's empty reduce with a part's name ("part 1")."""
+    from chunkwise.data.families import HELDOUT_SEED, get_family
+
+    llm, args = mr_llm
+    args = dict(args)
+    window = int(args.pop("window", 4096))
+    fam = get_family(family)
+    doc = fam.make(n=1, seed=HELDOUT_SEED, length_tokens=4000, count_tokens=llm.count_tokens)[0]
+    none = fam.without_evidence(doc)
+    assert none is not None and doc.answer not in none.context
+    ans = get_strategy("mapreduce", window=window, **args).answer(none.context, none.query(), llm)
+    maps = [e.output for e in ans.trace if e.stage == "map"]
+    assert sum(r["no_information"] for r in maps) >= 0.9 * len(maps), maps
+    assert fam.score(none, ans.text) == 1.0, ans.text  # the answer names [NO INFORMATION]

@@ -216,7 +216,9 @@ def install(train_dir: Path, dest: Path | None = None, name: str = NAME) -> Path
     info = train_dir / "train_info.json"
     if info.exists():
         shutil.copyfile(info, dest / "train_info.json")
-    (dest / STRATEGY_FILE).write_text(json.dumps({"mapreduce": mr}, indent=1), encoding="utf-8")
+    (dest / STRATEGY_FILE).write_text(
+        json.dumps({"mapreduce": mr}, indent=1) + "\n", encoding="utf-8"
+    )
     return dest
 
 
