@@ -231,20 +231,18 @@ def run_oracle(
     }
     stages: Counter[str] = Counter()
     jobs = [(f, L) for f in families for L in lengths]
-    per_job = n + (
-        round(n * unanswerable) if unanswerable else 0
-    )  # the bar's total counts variants too (families without them finish early)
+    n_cut = round(n * unanswerable)  # variants per job (families without them finish early)
     try:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(jobs) * per_job, disable=not progress, desc="oracle", unit="doc")
+        bar = tqdm(total=len(jobs) * (n + n_cut), disable=not progress, desc="oracle", unit="doc")
     except ImportError:  # pragma: no cover - tqdm is a dependency
         bar = None
     with path.open("a", encoding="utf-8") as fh:
         for fam, length in jobs:
             family = get_family(fam)
             docs = family.make(n=n, seed=seed, length_tokens=length, count_tokens=llm.count_tokens)
-            variants = [family.without_evidence(d) for d in docs[: round(n * unanswerable)]]
+            variants = [family.without_evidence(d) for d in docs[:n_cut]]
             docs += [v for v in variants if v is not None]
             for doc in docs:
                 if bar is not None:
