@@ -91,6 +91,10 @@ DEFAULT_MR_KV_N ?= 48
 # documents whose evidence is cut out (2 of 12 per family and length): every part is empty and
 # the reduce learns to answer [NO INFORMATION] instead of a guess
 DEFAULT_MR_UNANSWERABLE ?= 0.17
+# multihop's reduce must follow a chain of notes across parts, and 12 documents taught it to
+# stop at the first link: 12 more per length (seed 1) of which only the reduce is taught
+# (data.reduce_only_paths), 36 reduce examples for ~25K tokens instead of ~170K with their maps
+DEFAULT_MR_MULTIHOP_REDUCE_N ?= 12
 # bf16 autocast where the machine computes bf16 natively (CUDA, AVX-512-BF16/AMX CPUs), else fp32
 TRAIN_PRECISION = $$($(BIN)/python -c "from chunkwise.demo.pipeline import training_precision as p; print(p())")
 DEFAULT_MR_SYNTH = $(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --lengths train \
@@ -103,9 +107,12 @@ default-mr: install
 	  --families math_find,multihop
 	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/kv --n $(DEFAULT_MR_KV_N) --seed 1 \
 	  --families kv_retrieval
+	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/multihop-reduce \
+	  --n $(DEFAULT_MR_MULTIHOP_REDUCE_N) --seed 1 --families multihop
 	WANDB_MODE=offline $(BIN)/accelerate launch --cpu --num_processes 1 --num_machines 1 \
 	  --mixed_precision no --dynamo_backend no train/sft.py recipes/embedded/default-mr.yaml \
 	  --data.paths='[$(DEFAULT_MR_OUT)/synth/retrieval/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/reasoning/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/kv/data/oracle.jsonl]' \
+	  --data.reduce_only_paths='[$(DEFAULT_MR_OUT)/synth/multihop-reduce/data/oracle.jsonl]' \
 	  --output_dir=$(DEFAULT_MR_OUT)/train --train.precision=$(TRAIN_PRECISION)
 	$(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_MR_OUT)/train
 

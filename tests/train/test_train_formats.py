@@ -300,3 +300,47 @@ def test_no_information_keep_subsamples_only_empty_map_examples():
 
         load_recipe(Path(__file__).parents[2] / "recipes/tiny/pyramid_align-mapreduce.yaml",
                     ["--data.no_information_keep=0"])  # fmt: skip
+
+
+def test_reduce_only_paths_teach_the_reduce_of_their_records_only(fixtures, tmp_path, tok):
+    """``data.reduce_only_paths``: their records give one reduce example each (map and collapse
+    outputs are its input, not targets); the records of ``data.paths`` still give every stage."""
+    src = fixtures["pyramid_align"]
+    recs = [json.loads(x) for x in src.read_text().splitlines()]
+    extra = tmp_path / "extra.jsonl"  # the same records under other ids: a second file
+    extra.write_text("".join(json.dumps({**r, "id": f"x-{r['id']}"}) + "\n" for r in recs))
+    data = DataConfig(
+        paths=[str(src)], reduce_only_paths=[str(extra)], mode="mapreduce", max_length=4096
+    )
+    examples, stats = build_examples(data, tok, "chat", [src, extra])
+    n_map = sum(len(r["intermediate"]["map"]) for r in recs)
+    n_coll = sum(len(g) for r in recs for g in r["intermediate"]["collapse"])
+    assert stats.stages == {"map": n_map, "collapse": n_coll, "reduce": 2 * len(recs)}
+    assert stats.reduce_only_dropped == n_map + n_coll
+    extra_ex = [e for e in examples if e.id.startswith("x-")]
+    assert len(extra_ex) == len(recs) and {e.stage for e in extra_ex} == {"reduce"}
+    # the reduce example of a reduce-only record is the one its own file would give
+    alone, _ = build_examples(
+        DataConfig(paths=[str(src)], mode="mapreduce", max_length=4096), tok, "chat", [src]
+    )
+    mine = {e.id: e for e in alone if e.stage == "reduce"}
+    for e in extra_ex:
+        twin = mine[e.id.removeprefix("x-")]
+        assert e.input_ids.tolist() == twin.input_ids.tolist()
+
+
+def test_reduce_only_paths_are_checked(fixtures, tmp_path):
+    from chunkwise.train.recipe import load_recipe, training_files
+
+    recipe = Path(__file__).parents[2] / "recipes/tiny/pyramid_align-mapreduce.yaml"
+    src = str(fixtures["pyramid_align"])
+    r = load_recipe(recipe, [f"--data.paths=[{src}]", f"--data.reduce_only_paths=[{tmp_path}]"],
+                    check_paths=False)  # fmt: skip
+    assert r.data.reduce_only_paths == [str(tmp_path)]
+    with pytest.raises(BadInput, match=r"data\.reduce_only_paths\[0\]: folder .* no \*\.jsonl"):
+        training_files(r.data)
+    with pytest.raises(BadInput, match="names files data.paths names too"):
+        load_recipe(recipe, [f"--data.paths=[{src}]", f"--data.reduce_only_paths=[{src}]"])
+    with pytest.raises(BadInput, match="reduce_only_paths needs data.mode=mapreduce"):
+        load_recipe(recipe, [f"--data.paths=[{src}]", f"--data.reduce_only_paths=[{src}]",
+                             "--data.mode=standard"], check_paths=False)  # fmt: skip

@@ -128,5 +128,11 @@ def test_embedded_recipe_validates_and_matches_make_default_mr(monkeypatch):
     # every synthesized file is a training input
     outs = re.findall(r"--out \$\(DEFAULT_MR_OUT\)/(\S+)", make)
     assert outs and sorted(f"runs/default-mr/{o}/data/oracle.jsonl" for o in outs) == sorted(
-        recipe.data.paths
+        recipe.data.paths + recipe.data.reduce_only_paths
     )
+    # and the Makefile's overrides name the same files as the recipe, in the same roles
+    for key in ("paths", "reduce_only_paths"):
+        given = re.search(rf"--data\.{key}='\[(.*?)\]'", make).group(1).split(",")
+        assert [g.replace("$(DEFAULT_MR_OUT)", "runs/default-mr") for g in given] == getattr(
+            recipe.data, key
+        )

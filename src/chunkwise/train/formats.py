@@ -81,8 +81,14 @@ def keep_map_example(ex: TextExample, keep: float) -> bool:
 def build_examples(
     data: Any, tokenizer: Any, kind: str, files: Sequence[Path], counter: Any = None
 ) -> tuple[list[Example], FormatStats]:
-    """Every record of ``files`` as tokenized examples, per ``data`` (a DataConfig)."""
+    """Every record of ``files`` as tokenized examples, per ``data`` (a DataConfig). Records
+    of the files ``data.reduce_only_paths`` names give their reduce example only."""
     from chunkwise.strategies.mapreduce import MapReduce
+    from chunkwise.train.recipe import data_files
+
+    reduce_only = {
+        str(f.resolve()) for f in data_files(data.reduce_only_paths, "data.reduce_only_paths")
+    }
 
     mr = MapReduce(**data.mapreduce)
     enc = Encoder(tokenizer, kind)
@@ -112,7 +118,11 @@ def build_examples(
                 window=data.window,
                 stats=stats,
             )
+        only_reduce = str(Path(where.rsplit(":", 1)[0]).resolve()) in reduce_only
         for ex in texts:
+            if only_reduce and ex.stage != "reduce":
+                stats.reduce_only_dropped += 1
+                continue
             if not keep_map_example(ex, data.no_information_keep):
                 stats.skipped["no_information_subsampled"] += 1
                 continue
@@ -147,13 +157,15 @@ def build_examples(
             data.max_length,
         )
     log.info(
-        "data: %d records -> %d examples, %d tokens (%d targets), longest %d; stages %s",
+        "data: %d records -> %d examples, %d tokens (%d targets), longest %d; stages %s; "
+        "%d map/collapse examples of reduce-only files left out",
         stats.records,
         stats.examples,
         stats.tokens,
         stats.target_tokens,
         stats.max_tokens,
         dict(stats.stages),
+        stats.reduce_only_dropped,
     )
     return out, stats
 

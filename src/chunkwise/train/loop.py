@@ -32,7 +32,7 @@ from typing import Any
 
 from chunkwise.config import config_to_dict, dump_yaml
 from chunkwise.errors import BadInput, ChunkwiseError
-from chunkwise.train.recipe import Recipe, data_files, load_recipe
+from chunkwise.train.recipe import Recipe, load_recipe, training_files
 from chunkwise.train.runinfo import (
     git_sha,
     new_run_id,
@@ -84,7 +84,7 @@ def run(recipe: Recipe) -> dict[str, Any]:
     t_start = time.perf_counter()
     r, tc = recipe, recipe.train
     out_dir = Path(r.output_dir)
-    files = data_files(r.data.paths)
+    files = training_files(r.data)
     cuda = torch.cuda.is_available()
     precision = tc.precision if tc.precision != "auto" else ("bf16" if cuda else "fp32")
     mode = wandb_mode(r)

@@ -100,6 +100,11 @@ class DataConfig:
     #: the same examples every run, chosen by a hash of their id). Most chunks of a long document
     #: hold nothing, so without this the map examples teach mostly "nothing here"
     no_information_keep: float = 1.0
+    #: mapreduce mode: more Pyramid-Align files (as in ``paths``) of which only the reduce is
+    #: taught: their map and collapse outputs are the reduce's input, not targets. A document
+    #: yields one map example per chunk but one reduce, so this is how the step that combines
+    #: findings gets more examples without paying for every chunk again
+    reduce_only_paths: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -188,11 +193,12 @@ def load_recipe(
     return recipe
 
 
-def data_files(paths: list[str]) -> list[Path]:
-    """The JSONL files named by ``data.paths`` (files, folders of *.jsonl, or globs)."""
+def data_files(paths: list[str], name: str = "data.paths") -> list[Path]:
+    """The JSONL files named by ``data.paths`` (files, folders of *.jsonl, or globs);
+    ``name``: the recipe key the paths come from, for errors."""
     files: list[Path] = []
     for i, raw in enumerate(paths):
-        key = f"data.paths[{i}]"
+        key = f"{name}[{i}]"
         p = Path(os.path.expanduser(raw))
         if any(c in raw for c in "*?["):
             hits = sorted(Path(h) for h in glob.glob(os.path.expanduser(raw), recursive=True))
@@ -214,6 +220,11 @@ def data_files(paths: list[str]) -> list[Path]:
     return files
 
 
+def training_files(d: DataConfig) -> list[Path]:
+    """Every file training reads: ``data.paths`` then ``data.reduce_only_paths``."""
+    return data_files(d.paths) + data_files(d.reduce_only_paths, "data.reduce_only_paths")
+
+
 def check_recipe(r: Recipe, *, check_paths: bool = True) -> None:
     """Checks across keys that the type system cannot express; raises BadInput naming the key.
     ``check_paths=False`` skips the existence of dataset files (to lint recipes without data)."""
@@ -221,7 +232,17 @@ def check_recipe(r: Recipe, *, check_paths: bool = True) -> None:
     if not d.paths:
         raise BadInput("data.paths is empty: name at least one JSONL file or folder")
     if check_paths:
-        data_files(d.paths)
+        taught = {f.resolve() for f in data_files(d.paths)}
+        both = taught & {
+            f.resolve() for f in data_files(d.reduce_only_paths, "data.reduce_only_paths")
+        }
+        if both:
+            raise BadInput(
+                "data.reduce_only_paths names files data.paths names too: "
+                + ", ".join(sorted(map(str, both)))
+            )
+    if d.reduce_only_paths and d.mode != "mapreduce":
+        raise BadInput("data.reduce_only_paths needs data.mode=mapreduce (it keeps their reduce)")
     if m.init == "pretrained" and not m.name_or_path:
         raise BadInput("model.name_or_path is required when model.init is 'pretrained'")
     if m.tokenizer == "" and m.init == "random" and not m.name_or_path:
@@ -296,4 +317,5 @@ __all__ = [
     "check_recipe",
     "data_files",
     "load_recipe",
+    "training_files",
 ]

@@ -67,6 +67,8 @@ class FormatStats:
     stages: Counter = field(default_factory=Counter)
     formats: Counter = field(default_factory=Counter)
     rechunked_records: int = 0
+    #: map and collapse examples of data.reduce_only_paths' records, left out by design
+    reduce_only_dropped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +82,7 @@ class FormatStats:
             "stages": dict(self.stages),
             "formats": dict(self.formats),
             "rechunked_records": self.rechunked_records,
+            "reduce_only_dropped": self.reduce_only_dropped,
         }
 
 
