@@ -230,6 +230,12 @@ def run_oracle(
         "by_family": Counter(),
     }
     stages: Counter[str] = Counter()
+
+    def count(fam: str, doc: Doc) -> None:  # a record in the file, resumed or new
+        stats["records"] += 1
+        stats["by_family"][fam] += 1
+        stats["unanswerable"] += bool(doc.meta.get("unanswerable"))
+
     jobs = [(f, L) for f in families for L in lengths]
     n_cut = round(n * unanswerable)  # variants per job (families without them finish early)
     try:
@@ -248,9 +254,7 @@ def run_oracle(
                 if bar is not None:
                     bar.update(1)
                 if doc.id in done:
-                    stats["records"] += 1
-                    stats["by_family"][fam] += 1
-                    stats["unanswerable"] += bool(doc.meta.get("unanswerable"))
+                    count(fam, doc)
                     continue
                 try:
                     rec = teacher.record(doc)
@@ -262,9 +266,7 @@ def run_oracle(
                 stages["reduce"] += 1
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 fh.flush()
-                stats["records"] += 1
-                stats["by_family"][fam] += 1
-                stats["unanswerable"] += bool(doc.meta.get("unanswerable"))
+                count(fam, doc)
     if bar is not None:
         bar.close()
     stats.update(
