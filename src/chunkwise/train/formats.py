@@ -118,7 +118,7 @@ def build_examples(
                 window=data.window,
                 stats=stats,
             )
-        only_reduce = str(Path(where.rsplit(":", 1)[0]).resolve()) in reduce_only
+        only_reduce = str(where.path.resolve()) in reduce_only
         for ex in texts:
             if only_reduce and ex.stage != "reduce":
                 stats.reduce_only_dropped += 1

@@ -90,12 +90,28 @@ class FormatStats:
 # reading
 
 
-def read_records(files: Sequence[Path], limit: int = 0) -> Iterator[tuple[str, dict]]:
-    """``(file:line, record)`` over every file, at most ``limit`` records (0 = all)."""
+class Where(str):
+    """Where a record is, as ``file:line`` (what error messages quote), with the file as
+    ``.path``."""
+
+    path: Path
+    line: int
+
+    def __new__(cls, path: Path, line: int) -> Where:
+        where = super().__new__(cls, f"{path}:{line}")
+        where.path, where.line = Path(path), line
+        return where
+
+    def __reduce__(self) -> tuple[type, tuple[Path, int]]:
+        return Where, (self.path, self.line)
+
+
+def read_records(files: Sequence[Path], limit: int = 0) -> Iterator[tuple[Where, dict]]:
+    """``(where, record)`` over every file, at most ``limit`` records (0 = all)."""
     n = 0
     for path in files:
         for lineno, rec in read_jsonl(path):
-            yield f"{path}:{lineno}", rec
+            yield Where(path, lineno), rec
             n += 1
             if limit and n >= limit:
                 return

@@ -1,0 +1,139 @@
+"""Two models on the same documents: the paired difference per cell of a ``bench/mr_trained.py``
+ledger, with a 95% paired bootstrap interval.
+
+Two adapters benched into one ``--out`` (the ledger keys a packaged adapter by its content
+hash, so the cells of both stay there side by side) are answered on the same held-out
+documents; the per-document difference is a tighter test than two overlapping intervals.
+
+    .venv/bin/python bench/mr_paired.py runs/bench/n50 --a default-mr-7027f1074a2e \\
+        --b default-mr-e7ef30ab1b29
+
+``--a`` and ``--b`` pick a model by a piece of its identity (an adapter hash, a model spec).
+Prints one JSON object and a markdown table (b - a in points, [95% interval], n documents
+answered by both); ``--out DIR`` also writes ``paired.json`` and ``paired.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chunkwise.eval.ledger import Ledger
+
+
+def doc_scores(ledger: Path) -> dict[tuple[str, str, str], dict[int, float]]:
+    """``(arm, model identity, cell) -> {document index: score}`` of every answered document:
+    ``mr_trained``'s per-document rows (key ``[cell key, "doc", i]``) and its finished cells'
+    ``scores`` lists (older ledgers have only these)."""
+    out: dict[tuple[str, str, str], dict[int, float]] = defaultdict(dict)
+    with Ledger(ledger, readonly=True) as rows:
+        for row in rows.rows.values():
+            if "doc" in row:
+                cell_key, _, i = json.loads(row["key"])
+                scores = {int(i): float(row["score"])}
+            elif "scores" in row:
+                cell_key, scores = row["key"], dict(enumerate(map(float, row["scores"])))
+            else:
+                continue
+            arm, model, _strategy, _opts, _window, cell, *_ = json.loads(cell_key)
+            out[(arm, model, cell)].update(scores)
+    return out
+
+
+def paired_ci(diff: list[float], reps: int = 10000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean difference, in points (documents are
+    resampled together, so both models' scores of a document stay paired)."""
+    a = np.asarray(diff, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = a[rng.integers(0, len(a), size=(reps, len(a)))].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return (round(100 * float(lo), 2), round(100 * float(hi), 2))
+
+
+def _one(models: set[str], piece: str, flag: str) -> str:
+    hits = sorted(m for m in models if piece in m)
+    if len(hits) != 1:
+        raise SystemExit(
+            f"mr_paired: {flag} {piece!r} matches {len(hits)} models of the ledger "
+            f"({', '.join(hits) or 'none'}); known: {', '.join(sorted(models))}"
+        )
+    return hits[0]
+
+
+def compare(ledger: Path, a: str, b: str) -> dict[str, Any]:
+    """Every (arm, cell) that both models answered: n shared documents, each model's accuracy
+    on them, and b - a with its paired interval."""
+    scores = doc_scores(ledger)
+    models = {m for _, m, _ in scores}
+    ma, mb = _one(models, a, "--a"), _one(models, b, "--b")
+    cells = []
+    for arm, cell in sorted({(arm, cell) for arm, _, cell in scores}):
+        sa, sb = scores.get((arm, ma, cell)), scores.get((arm, mb, cell))
+        if not sa or not sb:
+            continue
+        docs = sorted(set(sa) & set(sb))
+        if not docs:
+            continue
+        diff = [sb[i] - sa[i] for i in docs]
+        cells.append(
+            {
+                "arm": arm,
+                "cell": cell,
+                "n": len(docs),
+                "a": round(100 * float(np.mean([sa[i] for i in docs])), 2),
+                "b": round(100 * float(np.mean([sb[i] for i in docs])), 2),
+                "b_minus_a": round(100 * float(np.mean(diff)), 2),
+                "ci95": list(paired_ci(diff)),
+            }
+        )
+    return {"ledger": str(ledger), "a": ma, "b": mb, "cells": cells}
+
+
+def table(out: dict[str, Any]) -> str:
+    lines = [
+        f"a = `{out['a']}`, b = `{out['b']}`, on the same documents",
+        "",
+        "| arm | cell | n | a | b | b - a [95% paired bootstrap] |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for c in out["cells"]:
+        lo, hi = c["ci95"]
+        lines.append(
+            f"| {c['arm']} | {c['cell']} | {c['n']} | {c['a']:g} | {c['b']:g} | "
+            f"{c['b_minus_a']:+g} [{lo:+g}, {hi:+g}] |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "ledger", type=Path, help="a bench/mr_trained.py --out folder or its cells.jsonl"
+    )
+    ap.add_argument("--a", required=True, help="a piece of the first model's identity")
+    ap.add_argument("--b", required=True, help="a piece of the second model's identity")
+    ap.add_argument("--out", type=Path, help="also write paired.json and paired.md here")
+    args = ap.parse_args()
+    path = args.ledger / "cells.jsonl" if args.ledger.is_dir() else args.ledger
+    if not path.is_file():
+        raise SystemExit(f"mr_paired: no ledger at {path}")
+    out = compare(path, args.a, args.b)
+    if not out["cells"]:
+        raise SystemExit(f"mr_paired: {out['a']} and {out['b']} share no answered cell")
+    md = table(out)
+    print(json.dumps(out))
+    print(md)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "paired.json").write_text(json.dumps(out, indent=1) + "\n")
+        (args.out / "paired.md").write_text(md)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""bench/mr_paired.py on a ledger written with bench/mr_trained.py's own keys."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chunkwise.eval.ledger import Ledger
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _write(path: Path, per_model: dict[str, list[float]], *, as_cells: bool = False) -> None:
+    """One multihop@800 cell per model, its documents one row each (or one finished cell)."""
+    from bench_loader import load_bench
+
+    bench = load_bench("mr_trained")
+    args = argparse.Namespace(n=len(next(iter(per_model.values()))), seed=0)
+    with Ledger(path) as ledger:
+        for model, scores in per_model.items():
+            arm = {"name": "mr/mapreduce", "model": model, "strategy": "mapreduce",
+                   "opts": {}, "window": 4096}  # fmt: skip
+            key = bench._ledger_key(arm, "multihop@800", args)
+            if as_cells:
+                ledger.put(key, {"arm": arm["name"], "cell": "multihop@800", "scores": scores})
+                continue
+            for i, s in enumerate(scores):
+                ledger.put(bench._doc_key(key, i), {"doc": i, "score": s, "prediction": ""})
+
+
+def test_the_difference_is_paired_by_document(tmp_path):
+    paired = pytest.importorskip("bench_loader").load_bench("mr_paired")
+    a = [0.0, 1.0] * 10
+    b = list(a)
+    for i in (0, 2, 4, 6):  # b gains four documents and loses none
+        b[i] = 1.0
+    _write(tmp_path / "cells.jsonl", {"scripted:passkey": a, "scripted:number_string": b})
+    out = paired.compare(tmp_path / "cells.jsonl", "passkey", "number_string")
+    (cell,) = out["cells"]
+    assert (cell["n"], cell["a"], cell["b"], cell["b_minus_a"]) == (20, 50.0, 70.0, 20.0)
+    lo, hi = cell["ci95"]
+    # paired, the gain is clear; the two accuracies' own intervals (about +-22) overlap
+    assert 0 < lo < 20 < hi <= 40
+
+
+def test_only_documents_both_answered_count_and_finished_cells_are_read(tmp_path):
+    paired = pytest.importorskip("bench_loader").load_bench("mr_paired")
+    _write(tmp_path / "cells.jsonl", {"scripted:passkey": [1.0, 0.0, 1.0, 1.0]}, as_cells=True)
+    _write(tmp_path / "cells.jsonl", {"scripted:number_string": [1.0, 1.0]})
+    (cell,) = paired.compare(tmp_path / "cells.jsonl", "passkey", "number_string")["cells"]
+    assert (cell["n"], cell["a"], cell["b"], cell["b_minus_a"]) == (2, 50.0, 100.0, 50.0)
+
+
+def test_cli_writes_json_and_table_and_rejects_an_ambiguous_model(tmp_path):
+    _write(tmp_path / "cells.jsonl", {"scripted:passkey": [1.0, 0.0], "scripted:kv": [1.0, 1.0]})
+    cmd = [sys.executable, str(ROOT / "bench" / "mr_paired.py"), str(tmp_path)]
+    done = subprocess.run(
+        [*cmd, "--a", "passkey", "--b", "kv", "--out", str(tmp_path / "cmp")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert json.loads(done.stdout.splitlines()[0])["cells"][0]["b_minus_a"] == 50.0
+    assert "| mr/mapreduce | multihop@800 | 2 | 50 | 100 | +50 [" in done.stdout
+    assert json.loads((tmp_path / "cmp" / "paired.json").read_text())["b"] == "scripted:kv"
+    bad = subprocess.run([*cmd, "--a", "scripted", "--b", "kv"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "matches 2 models" in bad.stderr
