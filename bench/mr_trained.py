@@ -18,7 +18,9 @@ Every answered document and every finished (arm, family, length) cell is appende
 flight; a rerun with the same settings skips finished cells and documents, and runs of
 different ``--arms`` into the same ``--out`` add up to one report. A packaged adapter
 (``vllm:default-mr``) is keyed by its content hash and a cell by a digest of its documents, so
-neither a retrained adapter nor a changed document generator reuses an old cell.
+neither a retrained adapter nor a changed document generator reuses an old cell. A code change
+does reuse it: each cell records the commit that answered it, and the report names every commit
+its cells come from, so cells left over from before a fix are seen (delete their rows to rerun).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import numpy as np
 from chunkwise.data.families import HELDOUT_FAMILY, HELDOUT_SEED, get_family
 from chunkwise.eval.ledger import Ledger, ledger_key
 from chunkwise.eval.plots import interval_bars
+from chunkwise.eval.results import git_info
 from chunkwise.llm import load_llm
 from chunkwise.llm.spec import model_identity
 from chunkwise.strategies import get_strategy, parse_strategy_args
@@ -165,6 +168,14 @@ def _doc_key(cell_key: str, i: int) -> str:
     return ledger_key(cell_key, "doc", i)
 
 
+def code_version() -> str | None:
+    """The commit this runs from, ``-dirty`` when tracked files differ from it."""
+    info = git_info()
+    if info["git_hash"] is None:
+        return None
+    return info["git_hash"][:12] + ("-dirty" if info["git_dirty"] else "")
+
+
 def _cell_seconds(rows: list[dict[str, Any]]) -> float:
     """Wall time of a cell answered over several runs: each run's last finish, summed."""
     per_run: dict[str, float] = {}
@@ -204,6 +215,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         args.out.mkdir(parents=True, exist_ok=True)
     done = Ledger(args.out / "cells.jsonl", readonly=args.report_only)
     run_id = f"{time.time():.0f}-{os.getpid()}"
+    code = None if args.report_only else code_version()
 
     def todo(a: dict[str, Any]) -> list[tuple[str, int]]:
         return [
@@ -268,6 +280,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "scores": scores,
                     "predictions": [r["prediction"] for r in ordered],
                     "seconds": _cell_seconds(ordered),
+                    "code": code,
                 },
             )
             print(json.dumps({a["name"]: {cell: summarize(scores)}}), flush=True)
@@ -285,6 +298,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         **summarize(row["scores"]),
                         "scores": row["scores"],
                         "seconds": row["seconds"],
+                        "code": row.get("code"),
                         "predictions": row["predictions"] if args.keep_predictions else None,
                     }
         if not cells:
@@ -302,8 +316,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "families": per_family,
         }
         out["seconds"][a["name"]] = round(sum(c["seconds"] for c in cells.values()), 1)
+    out["code"] = code_versions(out)
     out["goals"] = goals(out, lengths)
     return out
+
+
+def code_versions(out: dict[str, Any]) -> dict[str, int]:
+    """How many reported cells each commit answered (``unknown``: no git, or an older ledger)."""
+    counts: dict[str, int] = {}
+    for arm in out["arms"].values():
+        for c in arm["cells"].values():
+            v = c.get("code") or "unknown"
+            counts[v] = counts.get(v, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _family_scores(out: dict[str, Any], arm: str, fams: tuple[str, ...]) -> list[float]:
@@ -363,6 +388,10 @@ def table(out: dict[str, Any]) -> str:
                 if any(row):
                     lines.append(f"| {cell} | " + " | ".join(row) + " |")
         lines.append(f"\nn = {out['n_per_cell']} per cell; [95% bootstrap]")
+    if len(out.get("code", {})) > 1:  # cells answered by different code: check none is stale
+        versions = ", ".join(f"{v} ({k} cells)" for v, k in out["code"].items())
+        lines.append(f"\nWarning: these cells were answered by {len(out['code'])} commits: "
+                     f"{versions}")  # fmt: skip
     return "\n".join(lines)
 
 

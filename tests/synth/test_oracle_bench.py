@@ -72,6 +72,17 @@ def test_mr_trained_bench_keeps_finished_cells_and_adds_up_runs_of_other_arms(tm
     r = subprocess.run([*base, "--report-only", "--out", str(tmp_path / "empty")],
                        capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
     assert r.returncode != 0 and "no cells.jsonl" in r.stderr
+    # every cell records the commit that answered it; a cell left from older code is named
+    assert list(both["code"].values()) == [2]
+    assert "Warning" not in (out / "table.md").read_text()
+    stale = [json.dumps({**r, "code": "0ld0ld0ld0ld"}) if r.get("arm") == "base/standard"
+             else json.dumps(r) for r in rows()]  # fmt: skip
+    (out / "cells.jsonl").write_text("\n".join(stale) + "\n")
+    mixed = bench("--report-only")
+    assert mixed["code"]["0ld0ld0ld0ld"] == 1 and sum(mixed["code"].values()) == 2
+    assert mixed["arms"]["base/standard"]["cells"]["passkey@800"]["code"] == "0ld0ld0ld0ld"
+    md = (out / "table.md").read_text()
+    assert "answered by 2 commits" in md and "0ld0ld0ld0ld (1 cells)" in md
     # another n is another experiment: nothing reused
     again = bench("--arms", "base/standard", "--n", "3")
     assert again["arms"]["base/standard"]["families"]["passkey"]["n"] == 3
