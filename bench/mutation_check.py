@@ -10,6 +10,12 @@ pass. Prints one JSON object (counts and every survivor as ``file:line: change``
     flock /tmp/chunkwise-cpu.lock .venv/bin/python bench/mutation_check.py --budget-s 1200
 
 Not part of ``make test``: it runs the test files once per mutant (minutes).
+
+``--recheck RESULT.json`` runs only the survivors of an earlier run (matched by file, line and
+change), e.g. against more test files: which survivors does the wider suite kill?
+
+    .venv/bin/python bench/mutation_check.py --recheck runs/mut.json \\
+        --tests tests/strategies/test_protocol.py tests/strategies/test_grounding.py ...
 """
 
 from __future__ import annotations
@@ -152,6 +158,16 @@ def run_tests(pythonpath: Path, tests: list[str], timeout: float) -> str:
     return "survived" if r.returncode == 0 else "killed"
 
 
+def recheck_sites(path: Path) -> set[tuple[str, int, str]]:
+    """(file under src/chunkwise, line, change) of each survivor in an earlier result."""
+    out = set()
+    for s in json.loads(path.read_text(encoding="utf-8"))["survivors"]:
+        where, what = s.split(": ", 1)
+        file, line = where.rsplit(":", 1)
+        out.add((file.removeprefix("src/chunkwise/"), int(line), what))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", nargs="*", default=list(DEFAULT_FILES))
@@ -159,7 +175,9 @@ def main() -> None:
     ap.add_argument("--timeout-s", type=float, default=60.0, help="per mutant")
     ap.add_argument("--budget-s", type=float, default=1200.0, help="whole run")
     ap.add_argument("--json", type=Path, help="also write the result here")
+    ap.add_argument("--recheck", type=Path, help="only the survivors in this earlier --json")
     args = ap.parse_args()
+    wanted = recheck_sites(args.recheck) if args.recheck else None
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="chunkwise-mut-") as tmp:
@@ -168,7 +186,8 @@ def main() -> None:
         if run_tests(copy_root, args.tests, args.timeout_s * 3) != "survived":
             print("the tests fail on the unmutated code; fix them first", file=sys.stderr)
             sys.exit(2)
-        result: dict = {"files": {}, "tests": args.tests, "killed": 0, "survived": 0}
+        result: dict = {"files": {}, "tests": args.tests, "killed": 0, "survived": 0,
+                        "recheck": str(args.recheck) if args.recheck else None}  # fmt: skip
         survivors: list[str] = []
         untested = 0
         for rel in args.files:
@@ -176,6 +195,8 @@ def main() -> None:
             original = target.read_text(encoding="utf-8")
             counts = {"mutants": 0, "killed": 0, "survived": 0}
             for m, code in mutants_of(original):
+                if wanted is not None and (rel, m.line, m.what) not in wanted:
+                    continue
                 if time.perf_counter() - t0 > args.budget_s:
                     untested += 1
                     continue
