@@ -62,12 +62,14 @@ def _doc() -> str:
         ("The secret code is 4711.", "retrieval", True, 0),  # quoted: kept
         ("The hidden code was 4711 all along.", "retrieval", True, 1),  # made up: dropped
         ("The hidden code was 4711 all along.", "retrieval", False, 0),  # option off
+        ("The hidden code was 4711 all along.", "retrieval", None, 0),  # the default: off
         ("The hidden code was 4711 all along.", "qa", True, 0),  # findings need not be quotes
     ],
 )
 def test_the_strategy_drops_ungrounded_retrieval_findings_when_on(finding, task, on, dropped):
     llm = _llm(finding)
-    strat = get_strategy("mapreduce", chunk_tokens=70, grounding=on)
+    opts = {} if on is None else {"grounding": on}
+    strat = get_strategy("mapreduce", chunk_tokens=70, **opts)
     ans = strat.answer(_doc(), Query("What is the secret code?", task), llm)
     assert ans.stats.extra["map_ungrounded"] == dropped
     assert ans.stats.extra["ungrounded_parts"] == ([3] if dropped else [])

@@ -12,7 +12,12 @@ import pytest
 from chunkwise.errors import BadInput
 from chunkwise.llm.scripted import ScriptedLLM
 from chunkwise.strategies import Query, get_strategy
-from chunkwise.strategies.mapreduce import NO_RELEVANT, CollapseError, to_intermediate
+from chunkwise.strategies.mapreduce import (
+    NO_RELEVANT,
+    CollapseError,
+    pack_groups,
+    to_intermediate,
+)
 from chunkwise.strategies.protocol import NO_INFO
 
 NOINFO = "Extracted Information: nothing here\nRationale: unrelated\nAnswer: [NO INFORMATION]\nConfidence Score: 0"
@@ -162,6 +167,13 @@ def test_multi_round_collapse_groups_consecutive_records():
     assert strat.collapse_prompt(p, inputs, Query("What is the code?")) == sent
 
 
+def test_collapse_groups_fill_the_budget_exactly_and_keep_order():
+    assert pack_groups([3, 3, 4], 10) == [[0, 1, 2]]  # exactly the budget: one group
+    assert pack_groups([3, 3, 5], 10) == [[0, 1], [2]]
+    assert pack_groups([4, 12, 2, 8, 2], 10) == [[0], [1], [2, 3], [4]]  # oversized: alone
+    assert pack_groups([], 10) == []
+
+
 def test_collapse_bound_raises_clear_error():
     endless = "Extracted Information: " + "detail " * 600  # cut at max_new_tokens: never shrinks
     llm = chat_llm(
@@ -193,6 +205,9 @@ def test_oversized_record_is_truncated_with_warning(caplog):
         )
     assert ans.text == "4711"
     assert any("truncating" in r.message for r in caplog.records)
+    collapses = [r for r in llm.calls if stage_of(r) == "collapse"]
+    assert collapses  # the truncated record still leaves room for the collapse's output
+    assert all(llm.prompt_tokens(r.prompt) + r.params.max_new_tokens <= 1100 for r in collapses)
 
 
 def _stage_prompts(llm) -> dict[str, str]:
@@ -300,6 +315,8 @@ def test_base_prompts_for_base_models_and_logprob_confidence_absent():
     assert ans.stats.extra["prompt_kind"] == "base"
     assert all(isinstance(r.prompt, str) for r in llm.calls)
     assert llm.calls[-1].prompt.split(" of the text says: ")[1].startswith("4711")
+    # a question without its own answer prefix gets "Answer:" for the scaffold to continue
+    assert all(r.prompt.rstrip().endswith("\nAnswer:") for r in llm.calls)
 
 
 def test_bad_options_are_clear():
@@ -457,6 +474,12 @@ def test_reduce_order_confidence_puts_the_most_confident_last():
     assert reduce_answers(chat) == ["A1", "A2", "A0"]
 
 
+def test_reduce_order_confidence_puts_unscored_findings_below_a_zero_score():
+    chat = per_chunk_llm({0: 0, 1: None, 2: 5})
+    run_mr(chat, n=3, reduce_order="confidence")
+    assert reduce_answers(chat) == ["A1", "A0", "A2"]  # no score ranks under the lowest one
+
+
 def test_collapsed_confidence_from_inputs_when_collapse_gives_none():
     from chunkwise.strategies.mapreduce import _combined_confidence
     from chunkwise.strategies.protocol import Record
@@ -465,6 +488,8 @@ def test_collapsed_confidence_from_inputs_when_collapse_gives_none():
     assert _combined_confidence(Record(answer="4711."), inputs) == 3
     assert _combined_confidence(Record(answer="other"), inputs) == 4.0
     assert _combined_confidence(Record(answer="x"), [Record(answer="y")]) is None
+    thirds = [Record(answer=a, confidence=c) for a, c in (("a", 1), ("b", 2), ("c", 2))]
+    assert _combined_confidence(Record(answer="z"), thirds) == 1.667  # three decimals
 
 
 def test_collapse_without_a_score_inherits_the_inputs_confidence_in_the_flow():
@@ -580,6 +605,12 @@ def test_asking_for_confidence_is_skipped_when_off_cut_or_unanswerable():
     assert ans.stats.extra["confidence_asked"] == 1
     assert ans.stats.extra["confidence_filled"] == 0
     assert ans.stats.extra["unscored_records"] == 1
+    # an engine that cannot continue a reply is not asked (nothing to continue)
+    stiff = asked_llm({0: None})
+    stiff.continues_replies = False
+    ans = run_mr(stiff, n=3, ask_confidence=True)
+    assert "confidence_asked" not in ans.stats.extra
+    assert not [c for c in stiff.calls if c.prompt[-1]["role"] == "assistant"]
     # a reply cut by max_new_tokens is not continued with a header it never reached
     cut = asked_llm({0: None})
     rambling = "Extracted Information: fact\nRationale: r\nAnswer: A0 " + "and more " * 400

@@ -594,15 +594,7 @@ class MapReduce(Strategy):
                     "max_collapse_rounds, the context window, or lower the map output budget"
                 )
             rounds += 1
-            groups: list[list[int]] = []
-            used = 0
-            for i, n in enumerate(sizes):
-                if groups and used + n <= group_budget:
-                    groups[-1].append(i)
-                    used += n
-                else:
-                    groups.append([i])
-                    used = n
+            groups = pack_groups(sizes, group_budget)
             requests = []
             for g in groups:
                 parts = []
@@ -643,6 +635,22 @@ class MapReduce(Strategy):
 
 #: prompt slots that differ between confidence on and off (``conf_<slot>`` / ``noconf_<slot>``)
 CONFIDENCE_SLOTS = ("step", "format", "findings", "collapse_rule", "collapse_step", "reduce_rule")
+
+
+def pack_groups(sizes: list[int], budget: int) -> list[list[int]]:
+    """Consecutive records, in order, packed into groups of at most ``budget`` tokens: a group
+    closes when the next record would overflow it; a record over the budget alone is a group of
+    its own (the caller truncates it)."""
+    groups: list[list[int]] = []
+    used = 0
+    for i, n in enumerate(sizes):
+        if groups and used + n <= budget:
+            groups[-1].append(i)
+            used += n
+        else:
+            groups.append([i])
+            used = n
+    return groups
 
 
 def _actual_source(requested: str, n: int, unscored: int) -> str:
