@@ -461,6 +461,19 @@ def test_both_averages_self_score_and_logprob():
     assert conf == pytest.approx((2 + 2.5) / 2)
 
 
+def test_logprob_confidence_of_a_finding_without_an_answer_is_none():
+    llm = ProbLLM(
+        rules=[(r"Part of the document", "Extracted Information: fact\nRationale: r")],
+        default="Answer: R",
+        window=1024,
+    )
+    llm.chat = True
+    ans = run_mr(llm, n=2, confidence="logprob")  # the map replies never reach "Answer:"
+    maps = [e.output for e in ans.trace if e.stage == "map"]
+    assert len(maps) == 2 and all(m["answer"] is None for m in maps)
+    assert all(m["confidence"] is None for m in maps)
+
+
 def test_reduce_order_confidence_puts_the_most_confident_last():
     llm = per_chunk_llm({0: 0, 1: 0, 2: 0}, chat=False)
     llm.probs = {"A0": 0.95, "A1": 0.75, "A2": 0.85}
