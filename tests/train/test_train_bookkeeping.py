@@ -70,6 +70,8 @@ def test_rerun_of_a_finished_run_keeps_its_final_metrics(tmp_path):
     first = run(recipe(out, 2))
     final = json.loads((out / "train_info.json").read_text())["final"]
     assert final["step"] == 2 and final["train/loss"] == first["losses"][-1]
+    machine = json.loads((out / "train_info.json").read_text())["machine"]
+    assert machine["cpu"] and machine["cpus"] >= 1 and "gpu" in machine  # what trained it
     again = run(recipe(out, 2))
     assert again["resumed_from"] == 2 and again["losses"] == []
     info = json.loads((out / "train_info.json").read_text())

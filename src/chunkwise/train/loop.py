@@ -35,6 +35,7 @@ from chunkwise.errors import BadInput, ChunkwiseError
 from chunkwise.train.recipe import Recipe, load_recipe, training_files
 from chunkwise.train.runinfo import (
     git_sha,
+    machine,
     new_run_id,
     note_wandb_step,
     versions,
@@ -251,6 +252,7 @@ def run(recipe: Recipe) -> dict[str, Any]:
         "params": n_params,
         "trainable_params": n_trainable,
         "versions": versions(),
+        "machine": machine(),
     }
     if is_main:
         dump_yaml(r, out_dir / "recipe.yaml")

@@ -50,6 +50,23 @@ def versions() -> dict[str, str]:
     return out
 
 
+def machine() -> dict[str, object]:
+    """What ran the training: kernels round differently across CPUs and GPUs, so two runs of one
+    recipe are bit-identical on one machine but not across machines."""
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu, "cpus": os.cpu_count(), "gpu": gpu}
+
+
 def wandb_mode(recipe: Recipe) -> str:
     mode = recipe.wandb.mode
     if mode == "auto":
@@ -110,6 +127,7 @@ def note_wandb_step(out_dir: Path, step: int) -> None:
 
 __all__ = [
     "git_sha",
+    "machine",
     "new_run_id",
     "note_wandb_step",
     "versions",
