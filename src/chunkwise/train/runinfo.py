@@ -1,9 +1,10 @@
-"""What a run records about itself: git sha, package versions, the wandb mode and run id."""
+"""What a run records about itself: git sha, package versions, the machine, the wandb mode and run id."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -53,8 +54,6 @@ def versions() -> dict[str, str]:
 def machine() -> dict[str, object]:
     """What ran the training: kernels round differently across CPUs and GPUs, so two runs of one
     recipe are bit-identical on one machine but not across machines."""
-    import platform
-
     import torch
 
     cpu = platform.processor() or platform.machine()
@@ -63,8 +62,9 @@ def machine() -> dict[str, object]:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu, "cpus": os.cpu_count(), "gpu": gpu}
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpu = torch.cuda.get_device_name(0) if gpus else None
+    return {"cpu": cpu, "cpus": os.cpu_count(), "gpu": gpu, "gpus": gpus}
 
 
 def wandb_mode(recipe: Recipe) -> str:
