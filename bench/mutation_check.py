@@ -186,6 +186,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the result here")
     ap.add_argument("--recheck", type=Path, help="only the survivors in this earlier --json")
     args = ap.parse_args()
+    if args.recheck and not args.recheck.is_file():
+        raise SystemExit(f"mutation_check: --recheck {args.recheck}: no such file")
     wanted = recheck_sites(args.recheck) if args.recheck else None
 
     t0 = time.perf_counter()

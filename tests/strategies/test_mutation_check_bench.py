@@ -34,3 +34,11 @@ def test_recheck_runs_only_the_listed_survivors(tmp_path):
     res = json.loads(out.read_text())
     assert res["mutants"] == len(same) < len(mutants)
     assert res["files"]["strategies/protocol.py"]["mutants"] == len(same)
+
+
+def test_recheck_of_a_missing_result_says_so():
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench/mutation_check.py"), "--recheck", "no/such.json"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode != 0 and "--recheck no/such.json: no such file" in r.stderr
