@@ -41,10 +41,10 @@ import numpy as np
 from chunkwise.data.families import HELDOUT_FAMILY, HELDOUT_SEED, get_family
 from chunkwise.eval.ledger import Ledger, ledger_key
 from chunkwise.eval.plots import interval_bars
-from chunkwise.eval.results import git_info
 from chunkwise.llm import load_llm
 from chunkwise.llm.spec import model_identity
 from chunkwise.strategies import get_strategy, parse_strategy_args
+from chunkwise.train.runinfo import git_sha
 
 RETRIEVAL = ("passkey", "number_string", "kv_retrieval")
 DEFAULT_FAMILIES = (*RETRIEVAL, "math_find", "multihop", "conflicting", "extractive_qa")
@@ -169,11 +169,9 @@ def _doc_key(cell_key: str, i: int) -> str:
 
 
 def code_version() -> str | None:
-    """The commit this runs from, ``-dirty`` when tracked files differ from it."""
-    info = git_info()
-    if info["git_hash"] is None:
-        return None
-    return info["git_hash"][:12] + ("-dirty" if info["git_dirty"] else "")
+    """The commit this runs from (12 hex digits), ``-dirty`` when tracked files differ from it."""
+    sha = git_sha(Path(__file__).resolve().parents[1])
+    return None if sha is None else sha[:12] + sha[40:]
 
 
 def _cell_seconds(rows: list[dict[str, Any]]) -> float:
