@@ -170,10 +170,17 @@ def run_tests(pythonpath: Path, tests: list[str], timeout: float) -> str:
 def recheck_sites(path: Path) -> set[tuple[str, int, str]]:
     """(file under src/chunkwise, line, change) of each survivor in an earlier result."""
     out = set()
-    for s in json.loads(path.read_text(encoding="utf-8"))["survivors"]:
-        where, what = s.split(": ", 1)
-        file, line = where.rsplit(":", 1)
-        out.add((file.removeprefix("src/chunkwise/"), int(line), what))
+    try:
+        survivors = json.loads(path.read_text(encoding="utf-8"))["survivors"]
+        for s in survivors:
+            where, what = s.split(": ", 1)
+            file, line = where.rsplit(":", 1)
+            out.add((file.removeprefix("src/chunkwise/"), int(line), what))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise SystemExit(
+            f"mutation_check: --recheck {path}: not a mutation_check --json result "
+            f"(a 'survivors' list of 'file:line: change'): {e!r}"
+        ) from None
     return out
 
 

@@ -36,9 +36,19 @@ def test_recheck_runs_only_the_listed_survivors(tmp_path):
     assert res["files"]["strategies/protocol.py"]["mutants"] == len(same)
 
 
-def test_recheck_of_a_missing_result_says_so():
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "bench/mutation_check.py"), "--recheck", "no/such.json"],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
-    )  # fmt: skip
-    assert r.returncode != 0 and "--recheck no/such.json: no such file" in r.stderr
+def test_recheck_of_a_missing_empty_or_malformed_result_says_so(tmp_path):
+    def recheck(path) -> str:
+        r = subprocess.run(
+            [sys.executable, str(ROOT / "bench/mutation_check.py"), "--recheck", str(path)],
+            capture_output=True, text=True, timeout=60, cwd=ROOT,
+        )  # fmt: skip
+        assert r.returncode != 0
+        return r.stderr
+
+    assert "--recheck no/such.json: no such file" in recheck("no/such.json")
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    assert f"--recheck {empty}: not a mutation_check --json result" in recheck(empty)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"survivors": ["src/chunkwise/strategies/mapreduce.py no line"]}))
+    assert f"--recheck {bad}: not a mutation_check --json result" in recheck(bad)
