@@ -92,9 +92,18 @@ DEFAULT_MR_KV_N ?= 48
 # the reduce learns to answer [NO INFORMATION] instead of a guess
 DEFAULT_MR_UNANSWERABLE ?= 0.17
 # multihop's reduce must follow a chain of notes across parts, and 12 documents taught it to
-# stop at the first link: 12 more per length (seed 1) of which only the reduce is taught
-# (data.reduce_only_paths), 36 reduce examples for ~25K tokens instead of ~170K with their maps
-DEFAULT_MR_MULTIHOP_REDUCE_N ?= 12
+# stop at the first link: more per length (seed 1) of which only the reduce is taught
+# (data.reduce_only_paths; a reduce example is ~700 tokens, its document's maps ~5K). With 12
+# a retrain on another machine scored 18% where the shipped run scored 46%: 24 per length
+DEFAULT_MR_MULTIHOP_REDUCE_N ?= 24
+# extractive_qa's reduce (copy the four words a part found, drop the parts that found none)
+# had 36 examples and swung 22% -> 6% between two runs likewise: 12 more per length, seed 1
+DEFAULT_MR_EXTRACTIVE_REDUCE_N ?= 12
+# the training loop's seed (LoRA init, pack order); the data does not depend on it. A second
+# seed measures run-to-run noise: make default-mr DEFAULT_MR_SEED=1 DEFAULT_MR_INSTALL=0 ...
+DEFAULT_MR_SEED ?= 0
+# 1: copy the trained adapter into the package (hf:default-mr); 0: leave it in DEFAULT_MR_OUT
+DEFAULT_MR_INSTALL ?= 1
 # bf16 autocast where the machine computes bf16 natively (CUDA, AVX-512-BF16/AMX CPUs), else fp32
 TRAIN_PRECISION = $$($(BIN)/python -c "from chunkwise.demo.pipeline import training_precision as p; print(p())")
 DEFAULT_MR_SYNTH = $(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --lengths train \
@@ -109,12 +118,16 @@ default-mr: install
 	  --families kv_retrieval
 	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/multihop-reduce \
 	  --n $(DEFAULT_MR_MULTIHOP_REDUCE_N) --seed 1 --families multihop
+	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/extractive-reduce \
+	  --n $(DEFAULT_MR_EXTRACTIVE_REDUCE_N) --seed 1 --families extractive_qa
 	WANDB_MODE=offline $(BIN)/accelerate launch --cpu --num_processes 1 --num_machines 1 \
 	  --mixed_precision no --dynamo_backend no train/sft.py recipes/embedded/default-mr.yaml \
 	  --data.paths='[$(DEFAULT_MR_OUT)/synth/retrieval/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/reasoning/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/kv/data/oracle.jsonl]' \
-	  --data.reduce_only_paths='[$(DEFAULT_MR_OUT)/synth/multihop-reduce/data/oracle.jsonl]' \
-	  --output_dir=$(DEFAULT_MR_OUT)/train --train.precision=$(TRAIN_PRECISION)
-	$(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_MR_OUT)/train
+	  --data.reduce_only_paths='[$(DEFAULT_MR_OUT)/synth/multihop-reduce/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/extractive-reduce/data/oracle.jsonl]' \
+	  --output_dir=$(DEFAULT_MR_OUT)/train --train.precision=$(TRAIN_PRECISION) \
+	  --train.seed=$(DEFAULT_MR_SEED)
+	if [ "$(DEFAULT_MR_INSTALL)" = 1 ]; then \
+	  $(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_MR_OUT)/train; fi
 
 # hf:default-coa from scratch: the Chain-of-Agents oracle's calls on tree-shaped variable
 # tracking (seeds from 1,000,000; bench/orderings.py reads seeds from 0) -> LoRA in standard

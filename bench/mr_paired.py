@@ -27,11 +27,14 @@ import numpy as np
 from chunkwise.eval.ledger import Ledger
 
 
-def doc_scores(ledger: Path) -> dict[tuple[str, str, str], dict[int, float]]:
-    """``(arm, model identity, cell) -> {document index: score}`` of every answered document:
-    ``mr_trained``'s per-document rows (key ``[cell key, "doc", i]``) and its finished cells'
-    ``scores`` lists (older ledgers have only these)."""
-    out: dict[tuple[str, str, str], dict[int, float]] = defaultdict(dict)
+def doc_scores(ledger: Path) -> dict[tuple[str, str, str, str], dict[int, float]]:
+    """``(arm, model identity, cell, documents) -> {document index: score}`` of every answered
+    document: ``mr_trained``'s per-document rows (key ``[cell key, "doc", i]``) and its finished
+    cells' ``scores`` lists (older ledgers have only these). ``documents`` is the cell key's
+    seed and generator fingerprint (its n is left out: a cell of 50 starts with the cell of 20):
+    document i of one cell name is the same document only under the same seed and
+    fingerprint, so a changed generator is never paired with the old."""
+    out: dict[tuple[str, str, str, str], dict[int, float]] = defaultdict(dict)
     with Ledger(ledger, readonly=True) as rows:
         for row in rows.rows.values():
             if "doc" in row:
@@ -41,8 +44,8 @@ def doc_scores(ledger: Path) -> dict[tuple[str, str, str], dict[int, float]]:
                 cell_key, scores = row["key"], dict(enumerate(map(float, row["scores"])))
             else:
                 continue
-            arm, model, _strategy, _opts, _window, cell, *_ = json.loads(cell_key)
-            out[(arm, model, cell)].update(scores)
+            arm, model, _strategy, _opts, _window, cell, _n, *documents = json.loads(cell_key)
+            out[(arm, model, cell, json.dumps(documents))].update(scores)
     return out
 
 
@@ -70,11 +73,11 @@ def compare(ledger: Path, a: str, b: str) -> dict[str, Any]:
     """Every (arm, cell) that both models answered: n shared documents, each model's accuracy
     on them, and b - a with its paired interval."""
     scores = doc_scores(ledger)
-    models = {m for _, m, _ in scores}
+    models = {m for _, m, _, _ in scores}
     ma, mb = _one(models, a, "--a"), _one(models, b, "--b")
     cells = []
-    for arm, cell in sorted({(arm, cell) for arm, _, cell in scores}):
-        sa, sb = scores.get((arm, ma, cell)), scores.get((arm, mb, cell))
+    for arm, cell, documents in sorted({(arm, cell, d) for arm, _, cell, d in scores}):
+        sa, sb = scores.get((arm, ma, cell, documents)), scores.get((arm, mb, cell, documents))
         if not sa or not sb:
             continue
         docs = sorted(set(sa) & set(sb))
@@ -85,6 +88,7 @@ def compare(ledger: Path, a: str, b: str) -> dict[str, Any]:
             {
                 "arm": arm,
                 "cell": cell,
+                "documents": json.loads(documents)[-1] if json.loads(documents) else "",
                 "n": len(docs),
                 "a": round(100 * float(np.mean([sa[i] for i in docs])), 2),
                 "b": round(100 * float(np.mean([sb[i] for i in docs])), 2),
@@ -102,10 +106,14 @@ def table(out: dict[str, Any]) -> str:
         "| arm | cell | n | a | b | b - a [95% paired bootstrap] |",
         "|---|---|---:|---:|---:|---:|",
     ]
+    names = [(c["arm"], c["cell"]) for c in out["cells"]]
     for c in out["cells"]:
         lo, hi = c["ci95"]
+        cell = c["cell"]
+        if names.count((c["arm"], cell)) > 1:  # one cell name, two document sets
+            cell += f" (documents {c['documents']})"
         lines.append(
-            f"| {c['arm']} | {c['cell']} | {c['n']} | {c['a']:g} | {c['b']:g} | "
+            f"| {c['arm']} | {cell} | {c['n']} | {c['a']:g} | {c['b']:g} | "
             f"{c['b_minus_a']:+g} [{lo:+g}, {hi:+g}] |"
         )
     return "\n".join(lines) + "\n"

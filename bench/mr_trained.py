@@ -1,7 +1,9 @@
 """Does teaching the embedded model the MapReduce protocol pay? ``hf:default`` (base-model
 scaffolds) against ``hf:default-mr`` (the oracle-trained adapter, chat protocol) under
 mapreduce decoding, standard decoding for reference, on held-out generated documents
-(seeds never trained on, and one family never trained on at all), plus two ablations on the
+(seeds never trained on, and one family never trained on at all; extractive_qa, whose
+documents all come from one text, asks only about sentences no training document asks
+about: ``families.span_split``), plus two ablations on the
 conflicting-evidence family: the calibration block off (calibration=false) and the confidence
 score itself off (confidence=off: not asked, shown or used).
 

@@ -15,12 +15,14 @@ from chunkwise.eval.ledger import Ledger
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _write(path: Path, per_model: dict[str, list[float]], *, as_cells: bool = False) -> None:
+def _write(
+    path: Path, per_model: dict[str, list[float]], *, as_cells: bool = False, seed: int = 0
+) -> None:
     """One multihop@800 cell per model, its documents one row each (or one finished cell)."""
     from bench_loader import load_bench
 
     bench = load_bench("mr_trained")
-    args = argparse.Namespace(n=len(next(iter(per_model.values()))), seed=0)
+    args = argparse.Namespace(n=len(next(iter(per_model.values()))), seed=seed)
     with Ledger(path) as ledger:
         for model, scores in per_model.items():
             arm = {"name": "mr/mapreduce", "model": model, "strategy": "mapreduce",
@@ -68,3 +70,20 @@ def test_cli_writes_json_and_table_and_rejects_an_ambiguous_model(tmp_path):
     assert json.loads((tmp_path / "cmp" / "paired.json").read_text())["b"] == "scripted:kv"
     bad = subprocess.run([*cmd, "--a", "scripted", "--b", "kv"], capture_output=True, text=True)
     assert bad.returncode != 0 and "matches 2 models" in bad.stderr
+
+
+def test_documents_of_another_generator_are_never_paired(tmp_path):
+    """The same cell name over other documents (another seed here; a changed generator gives
+    another fingerprint the same way) is its own cell: model a's old documents must not be
+    paired with model b's new ones by index."""
+    paired = pytest.importorskip("bench_loader").load_bench("mr_paired")
+    ledger = tmp_path / "cells.jsonl"
+    _write(ledger, {"scripted:passkey": [1.0, 1.0, 1.0, 1.0]}, seed=0)
+    _write(ledger, {"scripted:passkey": [0.0, 0.0, 1.0, 1.0]}, seed=1)
+    _write(ledger, {"scripted:number_string": [0.0, 1.0, 1.0, 1.0]}, seed=1)
+    (cell,) = paired.compare(ledger, "passkey", "number_string")["cells"]
+    assert (cell["n"], cell["a"], cell["b"], cell["b_minus_a"]) == (4, 50.0, 75.0, 25.0)
+    _write(ledger, {"scripted:number_string": [1.0, 1.0, 1.0, 1.0]}, seed=0)
+    out = paired.compare(ledger, "passkey", "number_string")
+    assert sorted(c["b_minus_a"] for c in out["cells"]) == [0.0, 25.0]
+    assert paired.table(out).count("(documents ") == 2  # the two rows are told apart

@@ -251,6 +251,52 @@ def test_held_out_documents_are_never_training_documents():
         assert {d.answer for d in train} != {d.answer for d in held}, name
 
 
+def test_held_out_questions_are_never_asked_in_training():
+    """What `make default-mr` trains on (TRAIN_SEED and seed 1 at TRAIN_LENGTHS) never asks a
+    held-out document's question with its answer. extractive_qa is the family where this can
+    fail: its documents are all cut from one text, and before the sentence split 41 of 50
+    held-out questions at 4K had been trained on (with 16 distinct answers among 50).
+    math_find is exempt: its answers are small numbers that recur by chance, its lists never."""
+    from chunkwise.data.families import HELDOUT_SEED, TRAIN_LENGTHS, TRAIN_SEED
+
+    count = counter().count_tokens
+    for name, fam in FAMILIES.items():
+        if name == "math_find":
+            continue
+        trained = {
+            (d.question, d.answer)
+            for seed in (TRAIN_SEED, TRAIN_SEED + 1)
+            for length in TRAIN_LENGTHS
+            for d in fam.make(n=12, seed=seed, length_tokens=length, count_tokens=count)
+        }
+        held = fam.make(n=40, seed=HELDOUT_SEED + 4000, length_tokens=4000, count_tokens=count)
+        assert len(held) == 40, name
+        assert not trained & {(d.question, d.answer) for d in held}, name
+        assert len({(d.question, d.answer) for d in held}) == len(held), name
+        if name == "extractive_qa":  # 40 questions, not 16
+            assert len({d.question for d in held}) == len(held)
+
+
+def test_span_split_keeps_training_and_held_out_sentences_apart():
+    import random
+
+    from chunkwise.data.families import reference_sections, span_questions, span_split
+
+    text = "\n\n".join(reference_sections(random.Random(0)))  # the whole reference
+    train = span_questions(text, random.Random(1), 10_000, wrapped=True, split="train")
+    held = span_questions(text, random.Random(1), 10_000, wrapped=True, split="heldout")
+    both = span_questions(text, random.Random(1), 10_000, wrapped=True)
+    assert 0.15 < len(held) / len(both) < 0.35  # about 1 sentence in 4 (60 of 246) held out
+    assert len(held) >= 50  # enough for bench/mr_trained.py's n = 50 distinct questions
+    assert {q for q, _ in train}.isdisjoint(q for q, _ in held)
+    assert {q for q, _ in both} == {q for q, _ in train} | {q for q, _ in held}
+    # a sentence's split does not depend on how the text wraps it
+    words = "Every name here is bound to one object in the block".split()
+    assert span_split(words) == span_split(" \n ".join(words).split())
+    with pytest.raises(BadInput, match="span split"):
+        span_questions(text, random.Random(1), 1, split="test")
+
+
 @pytest.mark.slow  # the embedded tokenizer (no weights): what `make default-mr` counts with
 def test_every_target_fits_the_budget_decoding_gives_its_call(monkeypatch):
     """A target longer than its call's max_new_tokens teaches an output decoding always cuts

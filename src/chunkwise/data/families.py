@@ -20,6 +20,7 @@ reference text, ``pydoc_data.topics``, PSF License).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
 import re
@@ -743,6 +744,21 @@ def _spaced(words: Sequence[str]) -> re.Pattern[str]:
     return re.compile(r"\s+".join(map(re.escape, words)))
 
 
+#: one sentence of the reference in SPAN_HELDOUT_EVERY is asked about only in held-out
+#: documents: training and evaluation share the reference's text (no loss falls on it) but
+#: never a question or an answer
+SPAN_HELDOUT_EVERY = 4
+SPLITS = ("train", "heldout")
+
+
+def span_split(words: Sequence[str]) -> str:
+    """``"train"`` or ``"heldout"``: the split a span question over a sentence whose first ten
+    words are ``words`` belongs to (a hash of those words, whatever whitespace the text has
+    between them)."""
+    digest = hashlib.sha256(" ".join(words[:10]).encode()).digest()
+    return "heldout" if int.from_bytes(digest[:4], "big") % SPAN_HELDOUT_EVERY == 0 else "train"
+
+
 def span_questions(
     context: str,
     rng: random.Random,
@@ -750,6 +766,7 @@ def span_questions(
     *,
     unique_answer: bool = False,
     wrapped: bool = False,
+    split: str | None = None,
 ) -> list[tuple[str, Evidence]]:
     """Up to ``k`` questions "which four words come right after this quoted phrase?" over
     distinct sentences of ``context`` drawn by ``rng``: ``(question, evidence)`` pairs whose
@@ -757,8 +774,10 @@ def span_questions(
     ``context``. The quoted phrase occurs exactly once in ``context``; ``unique_answer``
     asks that of the answer too. ``wrapped`` also takes sentences that run across line
     wraps (phrases then match whatever whitespace the text has between their words).
-    One ``rng.shuffle`` whatever the options, so ``k=1`` draws what :class:`ExtractiveQA`
-    always drew."""
+    ``split`` (``"train"`` / ``"heldout"``) keeps only the sentences of that split
+    (:func:`span_split`). One ``rng.shuffle`` whatever the options."""
+    if split is not None and split not in SPLITS:
+        raise BadInput(f"unknown span split {split!r}; known: {', '.join(SPLITS)}")
     pattern = _WRAPPED_SENTENCE if wrapped else _SPAN_SENTENCE
     cands = [m for m in pattern.finditer(context) if len(m.group().split()) >= 10]
     rng.shuffle(cands)
@@ -771,6 +790,8 @@ def span_questions(
         if len(out) >= k:
             break
         words = m.group().rstrip(".").split()
+        if split is not None and span_split(words) != split:
+            continue
         prefix = " ".join(words[:6])
         answer = " ".join(words[6:10])
         if count(words[:6]) != 1 or '"' in prefix:
@@ -792,7 +813,13 @@ def span_questions(
 
 class ExtractiveQA(Family):
     """Spans of Python's language reference: which words follow a quoted phrase?
-    Scored by :meth:`Family.score` (the four words as a whole token run of the reply)."""
+    Scored by :meth:`Family.score` (the four words as a whole token run of the reply).
+
+    The reference is one fixed text, so documents of different seeds share sentences: a
+    seed from :data:`HELDOUT_SEED` on asks only about held-out sentences and a lower seed
+    only about training ones (:func:`span_split`), and no question repeats within one call.
+    Sentences may run across the reference's line wraps (about twelve times as many to draw
+    from as one-line ones)."""
 
     name = "extractive_qa"
     topic = "the quoted phrase"
@@ -801,7 +828,9 @@ class ExtractiveQA(Family):
         self, *, n: int, seed: int, length_tokens: int, count_tokens: CountTokens
     ) -> list[Doc]:
         rng = random.Random(seed)
-        out = []
+        split = "heldout" if seed >= HELDOUT_SEED else "train"
+        out: list[Doc] = []
+        asked: set[str] = set()
         i = attempt = 0
         while len(out) < n and attempt < 20 * n:
             attempt += 1
@@ -818,8 +847,11 @@ class ExtractiveQA(Family):
                 if used >= 0.9 * length_tokens:
                     break
             context = "\n\n".join(parts)
-            for question, ev in span_questions(context, rng, 1):
-                meta = {"seed": seed, "length": length_tokens}
+            for question, ev in span_questions(context, rng, 1, wrapped=True, split=split):
+                if question in asked:
+                    continue
+                asked.add(question)
+                meta = {"seed": seed, "length": length_tokens, "split": split}
                 out.append(
                     self.doc(f"{self.name}-{length_tokens}-{seed}-{i}", context, question, ev, meta)
                 )
@@ -881,6 +913,7 @@ __all__ = [
     "FAMILIES",
     "HELDOUT_FAMILY",
     "HELDOUT_SEED",
+    "SPAN_HELDOUT_EVERY",
     "TRAIN_LENGTHS",
     "TRAIN_SEED",
     "Doc",
@@ -888,5 +921,7 @@ __all__ = [
     "Family",
     "Finding",
     "get_family",
+    "span_questions",
+    "span_split",
     "train_families",
 ]
