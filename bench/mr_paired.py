@@ -88,7 +88,7 @@ def compare(ledger: Path, a: str, b: str) -> dict[str, Any]:
             {
                 "arm": arm,
                 "cell": cell,
-                "documents": json.loads(documents)[-1] if json.loads(documents) else "",
+                "documents": (json.loads(documents) or [""])[-1],
                 "n": len(docs),
                 "a": round(100 * float(np.mean([sa[i] for i in docs])), 2),
                 "b": round(100 * float(np.mean([sb[i] for i in docs])), 2),
