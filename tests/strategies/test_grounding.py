@@ -90,22 +90,47 @@ KV_CHUNK = f'"06d919fe-a6bb-4396-beb8-f30c4e3fae87": "{VALUE}", "0d78c559-f14f":
         (VALUE + "f", VALUE),  # one character too many at the end
         (VALUE, None),  # an exact copy needs nothing
         ("c" + VALUE[:18] + "zz" + VALUE[20:], None),  # slips inside: not one run of the chunk
-        ("77aa-122", None),  # short answers never snap: one digit is another answer
+        ("77ab-12", None),  # short answers never take an edge snap: one digit is another answer
         ("06d919fe-a6bb-4396-beb8-f30c4e3fae87-extra-tail", None),  # not the length of a word
+        (VALUE[1:], VALUE),  # found only inside a longer word: not a copy of a value
     ],
 )
 def test_snap_takes_the_chunk_value_a_long_answer_nearly_copies(answer, snapped):
     assert snap_answer(answer, KV_CHUNK) == snapped
 
 
-def _kv_llm(answer: str) -> ScriptedLLM:
+DIGITS = "Some filler. The sequence of digits is 0025555574. Remember it. More filler, 12 of it."
+
+
+@pytest.mark.parametrize(
+    ("answer", "chunk", "snapped"),
+    [
+        # a run of one repeated digit written one short (hf:default-mr seed 1, number_string)
+        ("002555574", DIGITS, "0025555574"),
+        ("00025555574", DIGITS, "0025555574"),  # one too long
+        ("0025574", DIGITS, "0025555574"),  # three short
+        # found inside the chunk's value, a count slip of its last run: not a copy of a value
+        ("40588333", DIGITS.replace("0025555574", "4058833333"), "4058833333"),
+        ("00255555", DIGITS, None),  # cut short: no count slip
+        ("0025555574", DIGITS, None),  # an exact copy needs nothing
+        ("0025555575", DIGITS, None),  # a changed digit is another answer
+        ("0026555574", DIGITS, None),  # so is a changed digit inside a run
+        ("25574", DIGITS.replace("0025555574", "255574"), None),  # short: never snaps
+        # two words of the chunk that the answer could be: which one is not knowable
+        ("002555574", DIGITS + " And 0022555574.", None),
+    ],
+)
+def test_snap_takes_the_value_whose_repeated_digit_the_answer_miscounted(answer, chunk, snapped):
+    assert snap_answer(answer, chunk) == snapped
+
+
+def _value_llm(evidence: str, value: str, answer: str) -> ScriptedLLM:
+    """Map quotes ``evidence`` and answers ``answer`` on the part holding ``value``."""
+
     def reply(m: re.Match) -> str:
-        if VALUE not in m.group(0):
+        if value not in m.group(0):
             return "Extracted Information: none\nRationale: r\nAnswer: [NO INFORMATION]"
-        return (
-            f'Extracted Information: "06d919fe-a6bb-4396-beb8-f30c4e3fae87": "{VALUE}"\n'
-            f"Rationale: r\nAnswer: {answer}\nConfidence Score: 5"
-        )
+        return f"Extracted Information: {evidence}\nRationale: r\nAnswer: {answer}\nConfidence Score: 5"
 
     def reduce(m: re.Match) -> str:
         found = re.findall(r"Answer: (\S+)", m.group(0))
@@ -119,16 +144,27 @@ def _kv_llm(answer: str) -> ScriptedLLM:
     return llm
 
 
+NUMBER = "The sequence of digits is 0025555574."
+SLIPS = {  # (text put in part 3, the value, its evidence, what the map answers)
+    "kv stutter": (
+        KV_CHUNK, VALUE, f'"06d919fe-a6bb-4396-beb8-f30c4e3fae87": "{VALUE}"', "c" + VALUE
+    ),
+    "count slip": (NUMBER, "0025555574", NUMBER, "002555574"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("slip", sorted(SLIPS))
 @pytest.mark.parametrize("snap", [True, False])
-def test_the_strategy_snaps_a_stuttered_kv_answer_instead_of_dropping_it(snap):
+def test_the_strategy_snaps_a_slipped_answer_instead_of_dropping_it(snap, slip):
+    text, value, evidence, answer = SLIPS[slip]
     paras = [" ".join(f"filler{i}w{j}" for j in range(60)) + "." for i in range(6)]
-    paras[3] = KV_CHUNK + " " + paras[3]
-    llm = _kv_llm("c" + VALUE)
+    paras[3] = text + " " + paras[3]
+    llm = _value_llm(evidence, value, answer)
     strat = get_strategy("mapreduce", chunk_tokens=70, grounding=True, snap_quotes=snap)
     ans = strat.answer("\n\n".join(paras), Query("What is the value?", "retrieval"), llm)
     extra = ans.stats.extra
     assert (extra["map_snapped"], extra["map_ungrounded"]) == ((1, 0) if snap else (0, 1))
     assert extra["snapped_parts"] == ([3] if snap else [])
-    assert (ans.text == VALUE) is snap
+    assert (ans.text == value) is snap
     kept = [e for e in ans.trace if e.stage == "map" and not e.output["no_information"]]
-    assert kept[0].output["raw"].endswith("Answer: c" + VALUE + "\nConfidence Score: 5")
+    assert kept[0].output["raw"].endswith(f"Answer: {answer}\nConfidence Score: 5")

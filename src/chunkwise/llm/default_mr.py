@@ -36,7 +36,8 @@ TEMPLATE = "mapreduce/gemma_chat.jinja"
 #: decoding-only mapreduce options written into strategy.json beside the trained ones: the
 #: oracle teaches the MapReduce adapter to quote its evidence, so a retrieval finding whose
 #: quote is not in its chunk is made up (chunkwise.strategies.grounding), unless its answer is
-#: a long value copied with one slip at its edge, which snaps to the chunk's value
+#: a value copied with one slip (at a long value's edge, or a repeated digit miscounted), which
+#: snaps to the chunk's value
 DECODING: dict[str, Any] = {"grounding": True, "snap_quotes": True}
 
 

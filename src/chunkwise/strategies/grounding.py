@@ -12,12 +12,22 @@ finding is grounded when
   case, whitespace and surrounding quote marks. A misquoted article ("An access code of the
   orchard is 5158" for "The access ...") passes; a key glued to another key's value does not.
 
-With ``snap_quotes`` on, a long answer that copies a value of the chunk with one slip at its
-edge (``ccf7efe8-...`` for ``cf7efe8-...``: a token-boundary stutter seen in
-``hf:default-mr``'s kv answers) is first replaced by that value (:func:`snap_answer`): the run
-it shares with the chunk must cover nearly all of it, and the chunk's whole word around that
-run (letters, digits, ``-``) must be within two characters of its length. Short answers (an
-access code, a pass key) are never snapped: one wrong digit there is a different answer.
+With ``snap_quotes`` on, an answer that nearly copies one value (a whole word: letters, digits,
+``-``) of the chunk is first replaced by that value (:func:`snap_answer`). Two slips qualify:
+
+- an *edge slip* in a long answer (``ccf7efe8-...`` for ``cf7efe8-...``: a token-boundary
+  stutter seen in ``hf:default-mr``'s kv answers): the run it shares with the chunk covers
+  nearly all of it, and the chunk's word around that run is within two characters of its
+  length;
+- a *count slip* (``002555574`` for ``0025555574``: a run of one repeated digit written one
+  too short, 24 of the 25 number_string misses of one ``make default-mr`` seed at 4K): with
+  each run of a repeated character written once, the answer equals exactly one word of the
+  chunk. The model found the value and lost count inside it.
+
+An answer found in the chunk only inside a longer word (``40588333`` in ``4058833333``) is not
+a copy of a value and can snap. Short answers (an access code, a pass key) never snap, nor
+does a changed character (``2225733001`` for ``2225733000``): one other digit is another
+answer.
 
 Prompt-set families declare whether their findings are quotes (``grounding: quote`` in
 ``prompts/mapreduce/chat.yaml``); where they are not (a count, a chain of reasoning) nothing
@@ -58,18 +68,49 @@ def cover(piece: str, text: str) -> float:
     return m.size / len(piece)
 
 
-#: answers shorter than this are never snapped
+#: answers shorter than this never take an edge-slip snap
 MIN_SNAP_CHARS = 12
+#: answers shorter than this never take a count-slip snap
+MIN_COUNT_SNAP_CHARS = 6
 #: the share of the answer that its run in common with the chunk must cover to be snapped
 MIN_SNAP_COVER = 0.9
 _WORD = re.compile(r"[\w-]")
+_WORDS = re.compile(r"[\w-]+")
+_REPEATS = re.compile(r"(.)\1+")
+
+
+def _copied(value: str, chunk: str) -> bool:
+    """Whether ``value`` occurs in ``chunk`` as a whole value, not inside a longer word."""
+    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", chunk) is not None
+
+
+def _once(text: str) -> str:
+    """``text`` with each run of one repeated character written once."""
+    return _REPEATS.sub(r"\1", text)
 
 
 def snap_answer(answer: str | None, chunk: str) -> str | None:
     """The chunk's value that ``answer`` nearly copies (see the module docstring), or None
-    when it copies one exactly, is short, or is not a near copy of one word of the chunk."""
+    when it copies one exactly, is short, or is no edge or count slip of one word of the
+    chunk."""
     value = (answer or "").strip(_EDGES)
-    if len(value) < MIN_SNAP_CHARS or value in chunk:
+    if not value or _copied(value, chunk):
+        return None
+    return _edge_slip(value, chunk) or _count_slip(value, chunk)
+
+
+def _count_slip(value: str, chunk: str) -> str | None:
+    """The one word of ``chunk`` that ``value`` copies with a run miscounted, else None."""
+    if len(value) < MIN_COUNT_SNAP_CHARS:
+        return None
+    key = _once(value)
+    found = {w for w in _WORDS.findall(chunk) if w != value and _once(w) == key}
+    return found.pop() if len(found) == 1 else None
+
+
+def _edge_slip(value: str, chunk: str) -> str | None:
+    """The word of ``chunk`` that the long ``value`` copies but for one edge, else None."""
+    if len(value) < MIN_SNAP_CHARS:
         return None
     m = SequenceMatcher(None, value, chunk, autojunk=False).find_longest_match(
         0, len(value), 0, len(chunk)

@@ -120,10 +120,12 @@ class MapReduce(Strategy):
                         ``map_ungrounded`` (chunk indices in ``ungrounded_parts``). Off by default
                         (a paraphrasing model would lose true findings); hf:default-mr, taught
                         to quote, decodes with it on
-    snap_quotes         with grounding on: a long map answer that copies a value of its chunk
-                        with one slip at its edge (a stuttered first character) takes that
-                        value before the check, instead of being dropped as made up; counted
-                        as ``map_snapped`` (``snapped_parts``). Short answers never snap
+    snap_quotes         with grounding on: a map answer that nearly copies one value of its
+                        chunk takes that value before the check, instead of being dropped as
+                        made up: a long one with one slip at its edge (a stuttered first
+                        character), or one with a run of a repeated character miscounted
+                        (002555574 for 0025555574); counted as ``map_snapped``
+                        (``snapped_parts``). Short answers and changed characters never snap
     max_new_tokens      cap on every stage's new tokens (0: the prompt set's own
                         ``map/collapse/reduce_max_new_tokens``); a cap also frees window room
                         for chunks and groups
@@ -485,8 +487,8 @@ class MapReduce(Strategy):
         stats.extra["confidence_filled"] = stats.extra.get("confidence_filled", 0) + filled
 
     def _snap(self, p: _Prompts, chunks: list[Any], records: list[Record]) -> set[int]:
-        """With ``snap_quotes`` (and ``grounding``) on, map answers that copy a long value of
-        their chunk with one slip at its edge take that value (:func:`.grounding.snap_answer`;
+        """With ``snap_quotes`` (and ``grounding``) on, map answers that nearly copy a value of
+        their chunk (an edge or count slip) take that value (:func:`.grounding.snap_answer`;
         the record's ``raw`` keeps what the model wrote); returns the indices snapped."""
         if not (self.snap_quotes and self.grounding) or p.templates.get("grounding") != "quote":
             return set()
