@@ -124,8 +124,9 @@ def test_snap_takes_the_value_whose_repeated_digit_the_answer_miscounted(answer,
     assert snap_answer(answer, chunk) == snapped
 
 
-def _value_llm(evidence: str, value: str, answer: str) -> ScriptedLLM:
-    """Map quotes ``evidence`` and answers ``answer`` on the part holding ``value``."""
+def _value_llm(evidence: str, value: str, answer: str, final: str | None = None) -> ScriptedLLM:
+    """Map quotes ``evidence`` and answers ``answer`` on the part holding ``value``; reduce
+    answers ``final``, or else the first finding's answer."""
 
     def reply(m: re.Match) -> str:
         if value not in m.group(0):
@@ -134,6 +135,8 @@ def _value_llm(evidence: str, value: str, answer: str) -> ScriptedLLM:
 
     def reduce(m: re.Match) -> str:
         found = re.findall(r"Answer: (\S+)", m.group(0))
+        if final is not None:
+            return f"Rationale: r\nAnswer: {final}"
         return f"Rationale: r\nAnswer: {found[0] if found else '[NO INFORMATION]'}"
 
     llm = ScriptedLLM(
@@ -168,3 +171,25 @@ def test_the_strategy_snaps_a_slipped_answer_instead_of_dropping_it(snap, slip):
     assert (ans.text == value) is snap
     kept = [e for e in ans.trace if e.stage == "map" and not e.output["no_information"]]
     assert kept[0].output["raw"].endswith(f"Answer: {answer}\nConfidence Score: 5")
+
+
+@pytest.mark.parametrize(
+    ("final", "snap", "expected"),
+    [
+        ("002555574", True, "0025555574"),  # the reduce miscounts the finding's run: snapped
+        ("002555574", False, "002555574"),  # option off: the slip is the answer
+        ("0025555575", True, "0025555575"),  # a changed digit is another answer: kept as is
+        ("[NO INFORMATION]", True, "[NO INFORMATION]"),
+    ],
+)
+def test_the_reduce_answer_snaps_to_the_finding_it_nearly_copies(final, snap, expected):
+    paras = [" ".join(f"filler{i}w{j}" for j in range(60)) + "." for i in range(6)]
+    paras[3] = NUMBER + " " + paras[3]
+    llm = _value_llm(NUMBER, "0025555574", "0025555574", final=final)
+    strat = get_strategy("mapreduce", chunk_tokens=70, grounding=True, snap_quotes=snap)
+    ans = strat.answer("\n\n".join(paras), Query("What is the value?", "retrieval"), llm)
+    assert ans.text == expected
+    assert ans.stats.extra["reduce_snapped"] is (expected != final)
+    assert [e.output["raw"] for e in ans.trace if e.stage == "reduce"] == [
+        f"Rationale: r\nAnswer: {final}"
+    ]

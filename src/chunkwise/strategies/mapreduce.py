@@ -125,7 +125,9 @@ class MapReduce(Strategy):
                         made up: a long one with one slip at its edge (a stuttered first
                         character), or one with a run of a repeated character miscounted
                         (002555574 for 0025555574); counted as ``map_snapped``
-                        (``snapped_parts``). Short answers and changed characters never snap
+                        (``snapped_parts``). The reduce answer likewise takes the value of the
+                        finding it nearly copies (``reduce_snapped``). Short answers and
+                        changed characters never snap
     max_new_tokens      cap on every stage's new tokens (0: the prompt set's own
                         ``map/collapse/reduce_max_new_tokens``); a cap also frees window room
                         for chunks and groups
@@ -341,6 +343,9 @@ class MapReduce(Strategy):
         # answer_only parses header-free text as the answer, so None means the output had
         # fields (a rationale) but no answer: never hand the rationale back as the answer
         answer = final.answer if final.answer is not None else ""
+        value = self._snap_reduce(p, answer, kept)
+        answer = value if value is not None else answer
+        stats.extra["reduce_snapped"] = value is not None
         stats.extra["reduce_no_answer"] = final.answer is None
         stats.extra["reduce_truncated"] = out.finish_reason == "length"
         trace.append(
@@ -499,6 +504,16 @@ class MapReduce(Strategy):
                 r.answer = value
                 out.add(i)
         return out
+
+    def _snap_reduce(self, p: _Prompts, answer: str, kept: list[Record]) -> str | None:
+        """With ``snap_quotes`` on, the value of a finding that the reduce answer nearly copies
+        (an edge or count slip, :func:`.grounding.snap_answer`), else None: a model that slips
+        copying a value in map slips again copying it into its answer. The trace's ``raw``
+        keeps what the model wrote."""
+        if not (self.snap_quotes and self.grounding) or p.templates.get("grounding") != "quote":
+            return None
+        values = "\n".join(r.answer for r in kept if r.answer)
+        return snap_answer(answer, values) if values else None
 
     def _ungrounded(self, p: _Prompts, chunks: list[Any], records: list[Record]) -> set[int]:
         """Map findings not taken from their chunk (:mod:`.grounding`), where the prompt set's
