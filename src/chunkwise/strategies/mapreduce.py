@@ -491,11 +491,16 @@ class MapReduce(Strategy):
         stats.extra["confidence_asked"] = stats.extra.get("confidence_asked", 0) + len(todo)
         stats.extra["confidence_filled"] = stats.extra.get("confidence_filled", 0) + filled
 
+    def _snaps(self, p: _Prompts) -> bool:
+        """Whether slipped values snap: ``snap_quotes`` and ``grounding`` on, for a family whose
+        findings are quotes (``grounding: quote``)."""
+        return self.snap_quotes and self.grounding and p.templates.get("grounding") == "quote"
+
     def _snap(self, p: _Prompts, chunks: list[Any], records: list[Record]) -> set[int]:
         """With ``snap_quotes`` (and ``grounding``) on, map answers that nearly copy a value of
         their chunk (an edge or count slip) take that value (:func:`.grounding.snap_answer`;
         the record's ``raw`` keeps what the model wrote); returns the indices snapped."""
-        if not (self.snap_quotes and self.grounding) or p.templates.get("grounding") != "quote":
+        if not self._snaps(p):
             return set()
         out = set()
         for i, (c, r) in enumerate(zip(chunks, records, strict=True)):
@@ -510,7 +515,7 @@ class MapReduce(Strategy):
         (an edge or count slip, :func:`.grounding.snap_answer`), else None: a model that slips
         copying a value in map slips again copying it into its answer. The trace's ``raw``
         keeps what the model wrote."""
-        if not (self.snap_quotes and self.grounding) or p.templates.get("grounding") != "quote":
+        if not self._snaps(p):
             return None
         values = "\n".join(r.answer for r in kept if r.answer)
         return snap_answer(answer, values) if values else None
