@@ -50,9 +50,10 @@ def _llm(finding: str) -> ScriptedLLM:
     return llm
 
 
-def _doc() -> str:
+def _doc(text: str = "The secret code is 4711.") -> str:
+    """Six filler paragraphs (one 70-token part each), ``text`` opening the fourth (part 3)."""
     paras = [" ".join(f"filler{i}w{j}" for j in range(60)) + "." for i in range(6)]
-    paras[3] = "The secret code is 4711. " + paras[3]
+    paras[3] = text + " " + paras[3]
     return "\n\n".join(paras)
 
 
@@ -160,11 +161,9 @@ SLIPS = {  # (text put in part 3, the value, its evidence, what the map answers)
 @pytest.mark.parametrize("snap", [True, False])
 def test_the_strategy_snaps_a_slipped_answer_instead_of_dropping_it(snap, slip):
     text, value, evidence, answer = SLIPS[slip]
-    paras = [" ".join(f"filler{i}w{j}" for j in range(60)) + "." for i in range(6)]
-    paras[3] = text + " " + paras[3]
     llm = _value_llm(evidence, value, answer)
     strat = get_strategy("mapreduce", chunk_tokens=70, grounding=True, snap_quotes=snap)
-    ans = strat.answer("\n\n".join(paras), Query("What is the value?", "retrieval"), llm)
+    ans = strat.answer(_doc(text), Query("What is the value?", "retrieval"), llm)
     extra = ans.stats.extra
     assert (extra["map_snapped"], extra["map_ungrounded"]) == ((1, 0) if snap else (0, 1))
     assert extra["snapped_parts"] == ([3] if snap else [])
@@ -183,11 +182,9 @@ def test_the_strategy_snaps_a_slipped_answer_instead_of_dropping_it(snap, slip):
     ],
 )
 def test_the_reduce_answer_snaps_to_the_finding_it_nearly_copies(final, snap, expected):
-    paras = [" ".join(f"filler{i}w{j}" for j in range(60)) + "." for i in range(6)]
-    paras[3] = NUMBER + " " + paras[3]
     llm = _value_llm(NUMBER, "0025555574", "0025555574", final=final)
     strat = get_strategy("mapreduce", chunk_tokens=70, grounding=True, snap_quotes=snap)
-    ans = strat.answer("\n\n".join(paras), Query("What is the value?", "retrieval"), llm)
+    ans = strat.answer(_doc(NUMBER), Query("What is the value?", "retrieval"), llm)
     assert ans.text == expected
     assert ans.stats.extra["reduce_snapped"] is (expected != final)
     assert [e.output["raw"] for e in ans.trace if e.stage == "reduce"] == [
