@@ -11,14 +11,24 @@ documents; the per-document difference is a tighter test than two overlapping in
 ``--a`` and ``--b`` pick a model by a piece of its identity (an adapter hash, a model spec).
 Prints one JSON object and a markdown table (b - a in points, [95% interval], n documents
 answered by both); ``--out DIR`` also writes ``paired.json`` and ``paired.md``.
+
+``--models P1 P2 P3 ...`` instead asks whether several models (one recipe's seeds) agree:
+per cell that all of them answered, each one's accuracy and every pair's paired interval; a
+cell agrees when every pair's interval holds 0, and the recipe reproduces within noise when
+every cell agrees (``agreement.json``, ``agreement.md``):
+
+    .venv/bin/python bench/mr_paired.py runs/bench/seeds --models b03119cf9b34 \
+        d1bddb5ab481 2ff48ab292a0
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +59,16 @@ def doc_scores(ledger: Path) -> dict[tuple[str, str, str, str], dict[int, float]
     return out
 
 
-def paired_ci(diff: list[float], reps: int = 10000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile bootstrap interval of the mean difference, in points (documents are
-    resampled together, so both models' scores of a document stay paired)."""
+def paired_ci(
+    diff: list[float], reps: int = 10000, seed: int = 0, level: float = 95.0
+) -> tuple[float, float]:
+    """``level``% (95) percentile bootstrap interval of the mean difference, in points
+    (documents are resampled together, so both models' scores of a document stay paired)."""
     a = np.asarray(diff, dtype=float)
     rng = np.random.default_rng(seed)
     means = a[rng.integers(0, len(a), size=(reps, len(a)))].mean(axis=1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
+    tail = (100.0 - level) / 2
+    lo, hi = np.percentile(means, [tail, 100.0 - tail])
     return (round(100 * float(lo), 2), round(100 * float(hi), 2))
 
 
@@ -99,6 +112,83 @@ def compare(ledger: Path, a: str, b: str) -> dict[str, Any]:
     return {"ledger": str(ledger), "a": ma, "b": mb, "cells": cells}
 
 
+def _pct(xs: list[float]) -> float:
+    return round(100 * float(np.mean(xs)), 2)
+
+
+def agreement(ledger: Path, pieces: list[str], level: float = 95.0) -> dict[str, Any]:
+    """Do these models (one recipe's seeds) agree? Every (arm, cell) that all of them answered:
+    n shared documents, each model's accuracy, every pair's b - a with its paired ``level``%
+    interval, and ``agree`` (every interval holds 0). ``reproducible``: every cell agrees.
+    With many cells and pairs, an interval missing 0 by chance alone is expected about once in
+    every 100 / (100 - level) of them: read a lone near-miss with that in mind."""
+    if len(pieces) < 2:
+        raise SystemExit("mr_paired: --models needs two models or more")
+    scores = doc_scores(ledger)
+    known = {m for _, m, _, _ in scores}
+    models = [_one(known, p, "--models") for p in pieces]
+    if len(set(models)) < len(models):
+        raise SystemExit(f"mr_paired: --models names one model twice ({', '.join(models)})")
+    cells = []
+    for arm, cell, documents in sorted({(arm, cell, d) for arm, _, cell, d in scores}):
+        per = [scores.get((arm, m, cell, documents)) or {} for m in models]
+        docs = sorted(set.intersection(*(set(s) for s in per)))
+        if not docs:
+            continue
+        pairs = []
+        for (i, si), (j, sj) in itertools.combinations(enumerate(per), 2):
+            diff = [sj[d] - si[d] for d in docs]
+            lo, hi = paired_ci(diff, level=level)
+            pairs.append({"a": i, "b": j, "b_minus_a": _pct(diff), "ci": [lo, hi]})
+        # the pair whose interval lies farthest from 0 (or, all holding 0, the widest gap)
+        worst = max(pairs, key=lambda p: (max(p["ci"][0], -p["ci"][1]), abs(p["b_minus_a"])))
+        cells.append(
+            {
+                "arm": arm,
+                "cell": cell,
+                "documents": (json.loads(documents) or [""])[-1],
+                "n": len(docs),
+                "accuracy": [_pct([s[d] for d in docs]) for s in per],
+                "pairs": pairs,
+                "worst": worst,
+                "agree": all(p["ci"][0] <= 0 <= p["ci"][1] for p in pairs),
+            }
+        )
+    return {
+        "ledger": str(ledger),
+        "models": models,
+        "level": level,
+        "cells": cells,
+        "disagree": [f"{c['arm']} {c['cell']}" for c in cells if not c["agree"]],
+        "reproducible": bool(cells) and all(c["agree"] for c in cells),
+    }
+
+
+def agreement_table(out: dict[str, Any]) -> str:
+    models = out["models"]
+    level = f"{out['level']:g}%"
+    lines = [f"model {i}: `{m}`" for i, m in enumerate(models)]
+    lines += [
+        "",
+        f"| arm | cell | n | {' | '.join(f'model {i}' for i in range(len(models)))} "
+        f"| widest pair: b - a [{level} paired] | agree |",
+        "|---|---|---:|" + "---:|" * len(models) + "---:|---|",
+    ]
+    for c in out["cells"]:
+        w = c["worst"]
+        lo, hi = w["ci"]
+        accs = " | ".join(f"{a:g}" for a in c["accuracy"])
+        lines.append(
+            f"| {c['arm']} | {c['cell']} | {c['n']} | {accs} | {w['b']} - {w['a']}: "
+            f"{w['b_minus_a']:+g} [{lo:+g}, {hi:+g}] | {'yes' if c['agree'] else '**no**'} |"
+        )
+    verdict = "yes" if out["reproducible"] else "no"
+    lines += ["", f"reproducible within noise ({level} paired intervals): **{verdict}**"]
+    if out["disagree"]:
+        lines.append(f"cells that disagree: {', '.join(out['disagree'])}")
+    return "\n".join(lines) + "\n"
+
+
 def table(out: dict[str, Any]) -> str:
     lines = [
         f"a = `{out['a']}`, b = `{out['b']}`, on the same documents",
@@ -124,23 +214,44 @@ def main() -> None:
     ap.add_argument(
         "ledger", type=Path, help="a bench/mr_trained.py --out folder or its cells.jsonl"
     )
-    ap.add_argument("--a", required=True, help="a piece of the first model's identity")
-    ap.add_argument("--b", required=True, help="a piece of the second model's identity")
-    ap.add_argument("--out", type=Path, help="also write paired.json and paired.md here")
+    ap.add_argument("--a", help="a piece of the first model's identity")
+    ap.add_argument("--b", help="a piece of the second model's identity")
+    ap.add_argument(
+        "--models", nargs="+", help="instead of --a/--b: do these models (seeds) agree?"
+    )
+    ap.add_argument("--level", type=float, default=95.0, help="interval level, %% (--models)")
+    ap.add_argument("--out", type=Path, help="also write the JSON and the table here")
     args = ap.parse_args()
+    if (args.models and (args.a or args.b)) or not (args.models or (args.a and args.b)):
+        ap.error("give --a and --b, or --models")
+    if not 0 < args.level < 100:
+        ap.error(f"--level {args.level:g}: an interval level is between 0 and 100")
     path = args.ledger / "cells.jsonl" if args.ledger.is_dir() else args.ledger
     if not path.is_file():
         raise SystemExit(f"mr_paired: no ledger at {path}")
+    if args.models:
+        _write_out(args.out, "agreement", agreement(path, args.models, args.level),
+                   agreement_table)  # fmt: skip
+        return
     out = compare(path, args.a, args.b)
     if not out["cells"]:
         raise SystemExit(f"mr_paired: {out['a']} and {out['b']} share no answered cell")
-    md = table(out)
+    _write_out(args.out, "paired", out, table)
+
+
+def _write_out(
+    folder: Path | None, name: str, out: dict[str, Any], render: Callable[[dict[str, Any]], str]
+) -> None:
+    """Print the JSON line and the table; with ``--out``, also ``<name>.json`` and ``.md``."""
+    if not out["cells"]:
+        raise SystemExit("mr_paired: the models share no answered cell")
+    md = render(out)
     print(json.dumps(out))
     print(md)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "paired.json").write_text(json.dumps(out, indent=1) + "\n")
-        (args.out / "paired.md").write_text(md)
+    if folder:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.json").write_text(json.dumps(out, indent=1) + "\n")
+        (folder / f"{name}.md").write_text(md)
 
 
 if __name__ == "__main__":

@@ -87,3 +87,60 @@ def test_documents_of_another_generator_are_never_paired(tmp_path):
     out = paired.compare(ledger, "passkey", "number_string")
     assert sorted(c["b_minus_a"] for c in out["cells"]) == [0.0, 25.0]
     assert paired.table(out).count("(documents ") == 2  # the two rows are told apart
+
+
+def test_seeds_agree_unless_one_pair_differs_beyond_noise(tmp_path):
+    """--models: a cell agrees when every pair's paired interval holds 0; one seed that loses
+    a skill on many documents makes the recipe not reproducible, and the table says where."""
+    paired = pytest.importorskip("bench_loader").load_bench("mr_paired")
+    base = [1.0, 0.0] * 15
+    near = list(base)
+    near[1] = 1.0  # one document apart: noise
+    far = [0.0] * 30  # loses all 15 right answers
+    ledger = tmp_path / "cells.jsonl"
+    _write(ledger, {"scripted:s0": base, "scripted:s1": near})
+    out = paired.agreement(ledger, ["s0", "s1"])
+    (cell,) = out["cells"]
+    assert (cell["n"], cell["accuracy"], cell["agree"]) == (30, [50.0, 53.33], True)
+    assert out["reproducible"] and out["disagree"] == []
+    _write(ledger, {"scripted:s2": far})
+    out = paired.agreement(ledger, ["s0", "s1", "s2"])
+    (cell,) = out["cells"]
+    assert cell["accuracy"] == [50.0, 53.33, 0.0] and len(cell["pairs"]) == 3
+    assert (cell["worst"]["a"], cell["worst"]["b"], cell["worst"]["b_minus_a"]) == (1, 2, -53.33)
+    assert cell["worst"]["ci"][1] < 0 and not cell["agree"]
+    assert not out["reproducible"] and out["disagree"] == ["mr/mapreduce multihop@800"]
+    md = paired.agreement_table(out)
+    assert "| 2 - 1: -53.33 [" in md and "| **no** |" in md and "**no**\n" in md
+    # a looser level widens every interval: 99.99% still excludes 0 for a loss this large
+    assert not paired.agreement(ledger, ["s0", "s1", "s2"], level=99.99)["reproducible"]
+
+
+def test_seeds_compare_only_documents_all_answered(tmp_path):
+    paired = pytest.importorskip("bench_loader").load_bench("mr_paired")
+    ledger = tmp_path / "cells.jsonl"
+    _write(ledger, {"scripted:s0": [1.0, 1.0, 0.0, 0.0], "scripted:s1": [1.0, 1.0, 0.0]})
+    _write(ledger, {"scripted:s2": [1.0, 0.0]})
+    (cell,) = paired.agreement(ledger, ["s0", "s1", "s2"])["cells"]
+    assert (cell["n"], cell["accuracy"]) == (2, [100.0, 100.0, 50.0])
+
+
+def test_seeds_cli_writes_agreement_and_rejects_bad_requests(tmp_path):
+    _write(tmp_path / "cells.jsonl", {"scripted:s0": [1.0, 0.0], "scripted:s1": [1.0, 0.0]})
+    cmd = [sys.executable, str(ROOT / "bench" / "mr_paired.py"), str(tmp_path)]
+    done = subprocess.run(
+        [*cmd, "--models", "s0", "s1", "--out", str(tmp_path / "agree")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert json.loads(done.stdout.splitlines()[0])["reproducible"] is True
+    assert "reproducible within noise (95% paired intervals): **yes**" in done.stdout
+    assert json.loads((tmp_path / "agree" / "agreement.json").read_text())["cells"][0]["agree"]
+    for bad, says in [
+        (["--models", "s0"], "two models or more"),
+        (["--models", "s0", "scripted:s0"], "one model twice"),
+        (["--models", "s0", "s1", "--a", "s0"], "give --a and --b, or --models"),
+        (["--a", "s0"], "give --a and --b, or --models"),
+        (["--models", "s0", "s1", "--level", "100"], "between 0 and 100"),
+    ]:
+        run = subprocess.run([*cmd, *bad], capture_output=True, text=True)
+        assert run.returncode != 0 and says in run.stderr, (bad, run.stderr)
