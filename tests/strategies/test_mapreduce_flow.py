@@ -404,6 +404,33 @@ def test_confidence_floor_drops_low_scored_records():
     assert reduce_answers(chat_default) == ["A0", "A1"]
 
 
+def test_chat_retrieval_questions_drop_weak_sources_by_default():
+    """Chat prompts put a floor of 2.5 (an inference) on retrieval questions only: a plain
+    statement (5), an inferred step (2.5) and a hedged or retracted source (2, 1) reach reduce
+    as the first two; a qa question keeps every finding; with none at 2.5, the most confident
+    are kept."""
+
+    def run(llm, task, **opts):
+        return get_strategy("mapreduce", chunk_tokens=70, **opts).answer(
+            doc_with(6), Query("What is the code?", task=task), llm
+        )
+
+    confs = {1: 2, 2: 2.5, 3: 5, 4: 1}
+    llm = per_chunk_llm(confs)
+    ans = run(llm, "retrieval")
+    assert reduce_answers(llm) == ["A2", "A3"]
+    assert ans.stats.extra["low_confidence_dropped"] == 2
+    llm = per_chunk_llm(confs)
+    run(llm, "qa")
+    assert reduce_answers(llm) == ["A1", "A2", "A3", "A4"]
+    llm = per_chunk_llm({1: 2, 4: 1})
+    run(llm, "retrieval")  # only weak sources: reduce still sees them
+    assert reduce_answers(llm) == ["A1", "A4"]
+    llm = per_chunk_llm(confs)
+    run(llm, "retrieval", min_confidence="0")  # an explicit 0 turns it off
+    assert reduce_answers(llm) == ["A1", "A2", "A3", "A4"]
+
+
 def test_keep_when_all_low_keeps_the_most_confident_in_document_order():
     five = per_chunk_llm({0: 1, 1: 2.5, 2: 0.5, 3: 2, 4: 1.5})
     run_mr(five, min_confidence="3")  # default: the three most confident

@@ -102,8 +102,10 @@ class MapReduce(Strategy):
     reduce_order        auto | document | confidence (order of records shown to reduce)
     temperature         decoding temperature for every stage (0 = greedy)
     min_confidence      drop map records below this confidence (auto: the prompt set's
-                        ``min_confidence``: 3.0 for base models, whose answer-token probability
-                        is the only "no information" signal they give; 0 for chat models)
+                        ``min_confidence``: 3.5 for base models, whose answer-token probability
+                        is the only "no information" signal they give; for chat models 2.5 on
+                        retrieval questions (weaker than an inference: a hedged, unreliable
+                        or retracted source), else 0)
     keep_when_all_low   when no scored record reaches min_confidence, keep this many of the
                         most confident instead of none
     unscored            keep | drop: what the floor does with records that got no confidence

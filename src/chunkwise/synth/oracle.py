@@ -130,7 +130,10 @@ class OracleTeacher:
     mapreduce_args: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        args = {"prompts": "chat", **self.mapreduce_args}
+        # no confidence floor (chat.yaml's retrieval floor drops sources weaker than an
+        # inference): the teacher shows its reduce every finding, weak sources included, so a
+        # taught reduce learns to weigh them itself; decoding's floor is a guard on top
+        args = {"prompts": "chat", "min_confidence": 0, **self.mapreduce_args}
         if args["prompts"] != "chat" or args.get("protocol", "structured") != "structured":
             raise BadInput(
                 "the oracle teacher writes the four-field chat protocol: use prompts=chat and "
