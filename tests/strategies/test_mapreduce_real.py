@@ -91,9 +91,10 @@ def _four_fields(r: dict) -> bool:
 @pytest.mark.slow
 def test_default_mr_scores_a_plain_statement_above_a_hedged_one(mr_llm):
     """Held-out conflicting document 0 (a hedged source and a plain statement in two
-    parts): the map scores the plain statement higher, and reduce gets both with their
-    scores. The seventh adapter missed the plain statement when it sat in a document's last
-    part; the eighth was trained on documents that put it there too."""
+    parts): the map scores the plain statement higher; reduce gets it, and the hedged one
+    only when it is scored at the retrieval floor or above. The seventh adapter missed the
+    plain statement when it sat in a document's last part; the eighth was trained on
+    documents that put it there too."""
     from chunkwise.data.families import HELDOUT_SEED, get_family
 
     llm, args = mr_llm
@@ -112,7 +113,14 @@ def test_default_mr_scores_a_plain_statement_above_a_hedged_one(mr_llm):
     maps = [e.output for e in ans.trace if e.stage == "map"]
     plain, weak = (maps[i] for i in where)
     assert where[0] != where[1] and plain["confidence"] > weak["confidence"], (plain, weak)
-    assert set(where) <= set(ans.trace[-1].inputs)  # both reached reduce, with their scores
+    # the plain statement reaches reduce; the hedged source only if scored at the retrieval
+    # floor (chat.yaml: 2.5, an inference) or above, and its drop is counted
+    floor = strategy.min_confidence_for(strategy.prompt_set("chat", doc.task))
+    assert floor == 2.5
+    reduced = set(ans.trace[-1].inputs)
+    assert where[0] in reduced
+    assert (where[1] in reduced) == (weak["confidence"] >= floor), (weak, reduced)
+    assert (ans.stats.extra["low_confidence_dropped"] >= 1) == (weak["confidence"] < floor)
     assert fam.score(doc, ans.text) == 1.0, ans.text
 
 
