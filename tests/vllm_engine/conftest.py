@@ -7,8 +7,10 @@ installed (the main ``.venv``) nothing here is collected.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -109,19 +111,29 @@ class _Server:
                 serve_command(converted_dir(), cls.port, template),
                 stdout=fh,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stop() ends its engine too
             )
 
     @classmethod
     def stop(cls) -> None:
+        """End the server and every process it started (the engine core and its worker, ~4 GB
+        together, outlive a server killed alone and would crowd out the tests after it)."""
         if cls.proc is None:
             return
-        cls.proc.terminate()
+        group = cls.proc.pid  # a new session: its group id is its pid
+        _signal_group(group, signal.SIGTERM)
         try:
             cls.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            cls.proc.kill()
+            _signal_group(group, signal.SIGKILL)
             cls.proc.wait()
+        _signal_group(group, signal.SIGKILL)  # children that outlived a clean exit
         cls.proc = None
+
+
+def _signal_group(group: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, sig)
 
 
 def pytest_collection_finish(session) -> None:
