@@ -72,6 +72,11 @@ def paired_ci(
     return (round(100 * float(lo), 2), round(100 * float(hi), 2))
 
 
+def _pct(xs: list[float]) -> float:
+    """The mean of 0-1 scores, in points."""
+    return round(100 * float(np.mean(xs)), 2)
+
+
 def _one(models: set[str], piece: str, flag: str) -> str:
     hits = sorted(m for m in models if piece in m)
     if len(hits) != 1:
@@ -103,17 +108,13 @@ def compare(ledger: Path, a: str, b: str) -> dict[str, Any]:
                 "cell": cell,
                 "documents": (json.loads(documents) or [""])[-1],
                 "n": len(docs),
-                "a": round(100 * float(np.mean([sa[i] for i in docs])), 2),
-                "b": round(100 * float(np.mean([sb[i] for i in docs])), 2),
-                "b_minus_a": round(100 * float(np.mean(diff)), 2),
+                "a": _pct([sa[i] for i in docs]),
+                "b": _pct([sb[i] for i in docs]),
+                "b_minus_a": _pct(diff),
                 "ci95": list(paired_ci(diff)),
             }
         )
     return {"ledger": str(ledger), "a": ma, "b": mb, "cells": cells}
-
-
-def _pct(xs: list[float]) -> float:
-    return round(100 * float(np.mean(xs)), 2)
 
 
 def agreement(ledger: Path, pieces: list[str], level: float = 95.0) -> dict[str, Any]:
