@@ -56,6 +56,8 @@ def doc_scores(ledger: Path) -> dict[tuple[str, str, str, str], dict[int, float]
                 continue
             arm, model, _strategy, _opts, _window, cell, _n, *documents = json.loads(cell_key)
             out[(arm, model, cell, json.dumps(documents))].update(scores)
+    if not out:
+        raise SystemExit(f"mr_paired: {ledger} holds no answered document of bench/mr_trained.py")
     return out
 
 

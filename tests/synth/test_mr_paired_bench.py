@@ -144,3 +144,14 @@ def test_seeds_cli_writes_agreement_and_rejects_bad_requests(tmp_path):
     ]:
         run = subprocess.run([*cmd, *bad], capture_output=True, text=True)
         assert run.returncode != 0 and says in run.stderr, (bad, run.stderr)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "cells.jsonl").write_text("")
+    (tmp_path / "bad.jsonl").write_text('{"key": "x"\n')
+    for ledger, says in [
+        (tmp_path / "empty", "holds no answered document"),
+        (tmp_path / "bad.jsonl", "holds no answered document"),  # its cut line skipped
+        (tmp_path / "nope", "no ledger at"),
+    ]:
+        bad = [sys.executable, str(ROOT / "bench" / "mr_paired.py"), str(ledger)]
+        run = subprocess.run([*bad, "--models", "s0", "s1"], capture_output=True, text=True)
+        assert run.returncode != 0 and says in run.stderr and ledger.name in run.stderr
