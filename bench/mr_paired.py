@@ -15,7 +15,9 @@ answered by both); ``--out DIR`` also writes ``paired.json`` and ``paired.md``.
 ``--models P1 P2 P3 ...`` instead asks whether several models (one recipe's seeds) agree:
 per cell that all of them answered, each one's accuracy and every pair's paired interval; a
 cell agrees when every pair's interval holds 0, and the recipe reproduces within noise when
-every cell agrees (``agreement.json``, ``agreement.md``):
+every cell agrees (``agreement.json``, ``agreement.md``). That verdict is one question of
+many comparisons, so by default each interval is Bonferroni-widened to hold the whole verdict
+at 95% (``--correction none`` judges each at 95%; the table shows both):
 
     .venv/bin/python bench/mr_paired.py runs/bench/seeds --models b03119cf9b34 \
         d1bddb5ab481 2ff48ab292a0
@@ -119,30 +121,56 @@ def compare(ledger: Path, a: str, b: str) -> dict[str, Any]:
     return {"ledger": str(ledger), "a": ma, "b": mb, "cells": cells}
 
 
-def agreement(ledger: Path, pieces: list[str], level: float = 95.0) -> dict[str, Any]:
+CORRECTIONS = ("bonferroni", "none")
+
+
+def agreement(
+    ledger: Path, pieces: list[str], level: float = 95.0, correction: str = "bonferroni"
+) -> dict[str, Any]:
     """Do these models (one recipe's seeds) agree? Every (arm, cell) that all of them answered:
-    n shared documents, each model's accuracy, every pair's b - a with its paired ``level``%
-    interval, and ``agree`` (every interval holds 0). ``reproducible``: every cell agrees.
-    With many cells and pairs, an interval missing 0 by chance alone is expected about once in
-    every 100 / (100 - level) of them: read a lone near-miss with that in mind."""
+    n shared documents, each model's accuracy, every pair's b - a with its paired interval, and
+    ``agree`` (every interval holds 0). ``reproducible``: every cell agrees.
+
+    The verdict asks one question of many comparisons (cells x pairs: 24 for three seeds on
+    eight cells), so at 95% each, one interval in twenty misses 0 by chance alone even when
+    the seeds are alike. ``correction="bonferroni"`` (the default) holds the whole verdict to
+    ``level``: each comparison's interval is at ``100 - (100 - level) / comparisons``; the
+    unadjusted ``level``% interval is kept beside it (``ci_nominal``, ``disagree_nominal``)
+    so a near miss stays visible. ``correction="none"`` judges by the unadjusted intervals."""
     if len(pieces) < 2:
         raise SystemExit("mr_paired: --models needs two models or more")
+    if correction not in CORRECTIONS:
+        raise SystemExit(f"mr_paired: correction {correction!r}: one of {', '.join(CORRECTIONS)}")
     scores = doc_scores(ledger)
     known = {m for _, m, _, _ in scores}
     models = [_one(known, p, "--models") for p in pieces]
     if len(set(models)) < len(models):
         raise SystemExit(f"mr_paired: --models names one model twice ({', '.join(models)})")
-    cells = []
+    shared = []
     for arm, cell, documents in sorted({(arm, cell, d) for arm, _, cell, d in scores}):
         per = [scores.get((arm, m, cell, documents)) or {} for m in models]
         docs = sorted(set.intersection(*(set(s) for s in per)))
-        if not docs:
-            continue
+        if docs:
+            shared.append((arm, cell, documents, per, docs))
+    n_pairs = len(models) * (len(models) - 1) // 2
+    comparisons = len(shared) * n_pairs
+    pair_level = level
+    if correction == "bonferroni" and comparisons > 1:
+        pair_level = 100.0 - (100.0 - level) / comparisons
+    cells = []
+    for arm, cell, documents, per, docs in shared:
         pairs = []
         for (i, si), (j, sj) in itertools.combinations(enumerate(per), 2):
             diff = [sj[d] - si[d] for d in docs]
-            lo, hi = paired_ci(diff, level=level)
-            pairs.append({"a": i, "b": j, "b_minus_a": _pct(diff), "ci": [lo, hi]})
+            pairs.append(
+                {
+                    "a": i,
+                    "b": j,
+                    "b_minus_a": _pct(diff),
+                    "ci": list(paired_ci(diff, reps=20000, level=pair_level)),
+                    "ci_nominal": list(paired_ci(diff, reps=20000, level=level)),
+                }
+            )
         # the pair whose interval lies farthest from 0 (or, all holding 0, the widest gap)
         worst = max(pairs, key=lambda p: (max(p["ci"][0], -p["ci"][1]), abs(p["b_minus_a"])))
         cells.append(
@@ -154,42 +182,65 @@ def agreement(ledger: Path, pieces: list[str], level: float = 95.0) -> dict[str,
                 "accuracy": [_pct([s[d] for d in docs]) for s in per],
                 "pairs": pairs,
                 "worst": worst,
-                "agree": all(p["ci"][0] <= 0 <= p["ci"][1] for p in pairs),
+                "agree": all(_holds_0(p["ci"]) for p in pairs),
+                "agree_nominal": all(_holds_0(p["ci_nominal"]) for p in pairs),
             }
         )
     return {
         "ledger": str(ledger),
         "models": models,
         "level": level,
+        "correction": correction,
+        "comparisons": comparisons,
+        "pair_level": round(pair_level, 4),
         "cells": cells,
         "disagree": [f"{c['arm']} {c['cell']}" for c in cells if not c["agree"]],
+        "disagree_nominal": [f"{c['arm']} {c['cell']}" for c in cells if not c["agree_nominal"]],
         "reproducible": bool(cells) and all(c["agree"] for c in cells),
     }
 
 
+def _holds_0(ci: list[float]) -> bool:
+    return ci[0] <= 0 <= ci[1]
+
+
 def agreement_table(out: dict[str, Any]) -> str:
     models = out["models"]
-    level = f"{out['level']:g}%"
+    level, pair = f"{out['level']:g}%", f"{out['pair_level']:g}%"
+    adjusted = out["pair_level"] != out["level"]
     lines = [f"model {i}: `{m}`" for i, m in enumerate(models)]
+    head = f"widest pair: b - a [{pair} paired]"
+    if adjusted:
+        head += f" | its {level} interval"
     lines += [
         "",
         f"| arm | cell | n | {' | '.join(f'model {i}' for i in range(len(models)))} "
-        f"| widest pair: b - a [{level} paired] | agree |",
-        "|---|---|---:|" + "---:|" * len(models) + "---:|---|",
+        f"| {head} | agree |",
+        "|---|---|---:|" + "---:|" * (len(models) + 1 + adjusted) + "---|",
     ]
     for c in out["cells"]:
         w = c["worst"]
-        lo, hi = w["ci"]
         accs = " | ".join(f"{a:g}" for a in c["accuracy"])
-        lines.append(
-            f"| {c['arm']} | {c['cell']} | {c['n']} | {accs} | {w['b']} - {w['a']}: "
-            f"{w['b_minus_a']:+g} [{lo:+g}, {hi:+g}] | {'yes' if c['agree'] else '**no**'} |"
-        )
+        row = f"| {c['arm']} | {c['cell']} | {c['n']} | {accs} | {w['b']} - {w['a']}: "
+        row += f"{w['b_minus_a']:+g} {_ci(w['ci'])}"
+        if adjusted:
+            row += f" | {_ci(w['ci_nominal'])}"
+        lines.append(row + f" | {'yes' if c['agree'] else '**no**'} |")
     verdict = "yes" if out["reproducible"] else "no"
-    lines += ["", f"reproducible within noise ({level} paired intervals): **{verdict}**"]
+    how = f"{level} over all {out['comparisons']} comparisons, each at {pair}"
+    if not adjusted:
+        how = f"{level} paired intervals"
+    lines += ["", f"reproducible within noise ({how}): **{verdict}**"]
     if out["disagree"]:
         lines.append(f"cells that disagree: {', '.join(out['disagree'])}")
+    if adjusted and out["disagree_nominal"] != out["disagree"]:
+        near = ", ".join(out["disagree_nominal"]) or "none"
+        lines.append(f"cells whose unadjusted {level} interval misses 0: {near}")
     return "\n".join(lines) + "\n"
+
+
+def _ci(ci: list[float]) -> str:
+    return f"[{ci[0]:+g}, {ci[1]:+g}]"
 
 
 def table(out: dict[str, Any]) -> str:
@@ -222,7 +273,13 @@ def main() -> None:
     ap.add_argument(
         "--models", nargs="+", help="instead of --a/--b: do these models (seeds) agree?"
     )
-    ap.add_argument("--level", type=float, default=95.0, help="interval level, %% (--models)")
+    ap.add_argument("--level", type=float, default=95.0, help="the verdict's level, %% (--models)")
+    ap.add_argument(
+        "--correction",
+        choices=CORRECTIONS,
+        default="bonferroni",
+        help="--models: hold the whole verdict to --level (bonferroni) or each interval (none)",
+    )
     ap.add_argument("--out", type=Path, help="also write the JSON and the table here")
     args = ap.parse_args()
     if (args.models and (args.a or args.b)) or not (args.models or (args.a and args.b)):
@@ -233,8 +290,8 @@ def main() -> None:
     if not path.is_file():
         raise SystemExit(f"mr_paired: no ledger at {path}")
     if args.models:
-        _write_out(args.out, "agreement", agreement(path, args.models, args.level),
-                   agreement_table)  # fmt: skip
+        out = agreement(path, args.models, args.level, args.correction)
+        _write_out(args.out, "agreement", out, agreement_table)
         return
     out = compare(path, args.a, args.b)
     if not out["cells"]:

@@ -16,9 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _write(
-    path: Path, per_model: dict[str, list[float]], *, as_cells: bool = False, seed: int = 0
+    path: Path,
+    per_model: dict[str, list[float]],
+    *,
+    as_cells: bool = False,
+    seed: int = 0,
+    cell: str = "multihop@800",
 ) -> None:
-    """One multihop@800 cell per model, its documents one row each (or one finished cell)."""
+    """One cell (multihop@800) per model, its documents one row each (or one finished cell)."""
     from bench_loader import load_bench
 
     bench = load_bench("mr_trained")
@@ -27,9 +32,9 @@ def _write(
         for model, scores in per_model.items():
             arm = {"name": "mr/mapreduce", "model": model, "strategy": "mapreduce",
                    "opts": {}, "window": 4096}  # fmt: skip
-            key = bench._ledger_key(arm, "multihop@800", args)
+            key = bench._ledger_key(arm, cell, args)
             if as_cells:
-                ledger.put(key, {"arm": arm["name"], "cell": "multihop@800", "scores": scores})
+                ledger.put(key, {"arm": arm["name"], "cell": cell, "scores": scores})
                 continue
             for i, s in enumerate(scores):
                 ledger.put(bench._doc_key(key, i), {"doc": i, "score": s, "prediction": ""})
@@ -116,6 +121,36 @@ def test_seeds_agree_unless_one_pair_differs_beyond_noise(tmp_path):
     assert not paired.agreement(ledger, ["s0", "s1", "s2"], level=99.99)["reproducible"]
 
 
+def test_the_verdict_over_many_cells_is_held_to_its_level_not_each_interval(tmp_path):
+    """Eight cells of two seeds: one seed gains 4 of 50 documents on one cell and loses none.
+    Its unadjusted 95% interval misses 0 (about one cell in twenty does by chance alone); the
+    Bonferroni-widened one (99.375% for 8 comparisons) holds it, so the verdict stays yes and
+    the near miss is still named. A seed losing 15 documents fails either way."""
+    paired = pytest.importorskip("bench_loader").load_bench("mr_paired")
+    ledger = tmp_path / "cells.jsonl"
+    same = [1.0, 0.0] * 25
+    gain = list(same)
+    for i in (1, 3, 5, 7):
+        gain[i] = 1.0
+    for k in range(8):
+        cell = f"passkey@{1000 + k}"
+        _write(ledger, {"scripted:s0": same, "scripted:s1": gain if k == 3 else same}, cell=cell)
+    out = paired.agreement(ledger, ["s0", "s1"])
+    assert (out["comparisons"], out["pair_level"], out["correction"]) == (8, 99.375, "bonferroni")
+    near = next(c for c in out["cells"] if c["cell"] == "passkey@1003")
+    assert near["pairs"][0]["ci_nominal"][0] > 0 and near["pairs"][0]["ci"][0] <= 0
+    assert out["reproducible"] and out["disagree"] == []
+    assert out["disagree_nominal"] == ["mr/mapreduce passkey@1003"]
+    md = paired.agreement_table(out)
+    assert "each at 99.375%): **yes**" in md and "misses 0: mr/mapreduce passkey@1003" in md
+    unadjusted = paired.agreement(ledger, ["s0", "s1"], correction="none")
+    assert unadjusted["pair_level"] == 95.0 and not unadjusted["reproducible"]
+    assert unadjusted["disagree"] == ["mr/mapreduce passkey@1003"]
+    _write(ledger, {"scripted:s2": [0.0] * 50}, cell="passkey@1000")
+    lost = paired.agreement(ledger, ["s0", "s2"])
+    assert lost["disagree"] == ["mr/mapreduce passkey@1000"] and not lost["reproducible"]
+
+
 def test_seeds_compare_only_documents_all_answered(tmp_path):
     paired = pytest.importorskip("bench_loader").load_bench("mr_paired")
     ledger = tmp_path / "cells.jsonl"
@@ -141,6 +176,7 @@ def test_seeds_cli_writes_agreement_and_rejects_bad_requests(tmp_path):
         (["--models", "s0", "s1", "--a", "s0"], "give --a and --b, or --models"),
         (["--a", "s0"], "give --a and --b, or --models"),
         (["--models", "s0", "s1", "--level", "100"], "between 0 and 100"),
+        (["--models", "s0", "s1", "--correction", "holm"], "invalid choice"),
     ]:
         run = subprocess.run([*cmd, *bad], capture_output=True, text=True)
         assert run.returncode != 0 and says in run.stderr, (bad, run.stderr)
