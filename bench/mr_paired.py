@@ -68,9 +68,16 @@ def paired_ci(
 ) -> tuple[float, float]:
     """``level``% (95) percentile bootstrap interval of the mean difference, in points
     (documents are resampled together, so both models' scores of a document stay paired)."""
+    return _interval(_boot_means(diff, reps, seed), level)
+
+
+def _boot_means(diff: list[float], reps: int = 10000, seed: int = 0) -> np.ndarray:
     a = np.asarray(diff, dtype=float)
     rng = np.random.default_rng(seed)
-    means = a[rng.integers(0, len(a), size=(reps, len(a)))].mean(axis=1)
+    return a[rng.integers(0, len(a), size=(reps, len(a)))].mean(axis=1)
+
+
+def _interval(means: np.ndarray, level: float) -> tuple[float, float]:
     tail = (100.0 - level) / 2
     lo, hi = np.percentile(means, [tail, 100.0 - tail])
     return (round(100 * float(lo), 2), round(100 * float(hi), 2))
@@ -162,13 +169,14 @@ def agreement(
         pairs = []
         for (i, si), (j, sj) in itertools.combinations(enumerate(per), 2):
             diff = [sj[d] - si[d] for d in docs]
+            means = _boot_means(diff, reps=20000)  # one resample, read at both levels
             pairs.append(
                 {
                     "a": i,
                     "b": j,
                     "b_minus_a": _pct(diff),
-                    "ci": list(paired_ci(diff, reps=20000, level=pair_level)),
-                    "ci_nominal": list(paired_ci(diff, reps=20000, level=level)),
+                    "ci": list(_interval(means, pair_level)),
+                    "ci_nominal": list(_interval(means, level)),
                 }
             )
         # the pair whose interval lies farthest from 0 (or, all holding 0, the widest gap)
@@ -252,13 +260,12 @@ def table(out: dict[str, Any]) -> str:
     ]
     names = [(c["arm"], c["cell"]) for c in out["cells"]]
     for c in out["cells"]:
-        lo, hi = c["ci95"]
         cell = c["cell"]
         if names.count((c["arm"], cell)) > 1:  # one cell name, two document sets
             cell += f" (documents {c['documents']})"
         lines.append(
             f"| {c['arm']} | {cell} | {c['n']} | {c['a']:g} | {c['b']:g} | "
-            f"{c['b_minus_a']:+g} [{lo:+g}, {hi:+g}] |"
+            f"{c['b_minus_a']:+g} {_ci(c['ci95'])} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -125,7 +125,7 @@ def test_the_verdict_over_many_cells_is_held_to_its_level_not_each_interval(tmp_
     """Eight cells of two seeds: one seed gains 4 of 50 documents on one cell and loses none.
     Its unadjusted 95% interval misses 0 (about one cell in twenty does by chance alone); the
     Bonferroni-widened one (99.375% for 8 comparisons) holds it, so the verdict stays yes and
-    the near miss is still named. A seed losing 15 documents fails either way."""
+    the near miss is still named. A seed losing all 25 right answers fails either way."""
     paired = pytest.importorskip("bench_loader").load_bench("mr_paired")
     ledger = tmp_path / "cells.jsonl"
     same = [1.0, 0.0] * 25
