@@ -136,3 +136,33 @@ def test_embedded_recipe_validates_and_matches_make_default_mr(monkeypatch):
         assert [g.replace("$(DEFAULT_MR_OUT)", "runs/default-mr") for g in given] == getattr(
             recipe.data, key
         )
+
+
+def test_the_shipped_adapter_was_trained_by_make_default_mr():
+    """The packaged ``default-mr`` adapter is what ``make default-mr`` (its default seed and
+    learning rate) retrains: its ``train_info.json`` holds the committed recipe, up to the
+    output folder the run chose and the precision the machine resolved ``auto`` to. A recipe
+    changed without retraining (or an adapter from an older recipe) fails here."""
+    import dataclasses
+    import json
+    import re
+
+    from chunkwise.llm import default_mr
+
+    info = default_mr.package_dir() / "train_info.json"
+    if not info.is_file():
+        pytest.skip("no hf:default-mr adapter committed")
+    shipped = json.loads(info.read_text(encoding="utf-8"))["recipe"]
+    recipe = load_config(Recipe, REPO / "recipes" / "embedded" / "default-mr.yaml")
+    committed = json.loads(json.dumps(dataclasses.asdict(recipe)))
+    run = shipped["output_dir"].removesuffix("/train")
+    for key in ("paths", "reduce_only_paths"):
+        shipped["data"][key] = [p.replace(run, "runs/default-mr", 1) for p in shipped["data"][key]]
+    shipped["output_dir"] = committed["output_dir"]
+    assert committed["train"].pop("precision") == "auto"
+    assert shipped["train"].pop("precision") in ("bf16", "fp32")
+    assert shipped == committed
+    make = (REPO / "Makefile").read_text(encoding="utf-8")
+    for var, value in (("SEED", recipe.train.seed), ("LR", recipe.train.lr)):
+        default = re.search(rf"^DEFAULT_MR_{var} \?= (\S+)", make, re.M).group(1)
+        assert float(default) == float(value) == float(shipped["train"][var.lower()])
