@@ -143,10 +143,10 @@ def test_the_shipped_adapter_was_trained_by_make_default_mr():
     learning rate) retrains: its ``train_info.json`` holds the committed recipe, up to the
     output folder the run chose and the precision the machine resolved ``auto`` to. A recipe
     changed without retraining (or an adapter from an older recipe) fails here."""
-    import dataclasses
     import json
     import re
 
+    from chunkwise.config import config_to_dict
     from chunkwise.llm import default_mr
 
     info = default_mr.package_dir() / "train_info.json"
@@ -154,7 +154,7 @@ def test_the_shipped_adapter_was_trained_by_make_default_mr():
         pytest.skip("no hf:default-mr adapter committed")
     shipped = json.loads(info.read_text(encoding="utf-8"))["recipe"]
     recipe = load_config(Recipe, REPO / "recipes" / "embedded" / "default-mr.yaml")
-    committed = json.loads(json.dumps(dataclasses.asdict(recipe)))
+    committed = config_to_dict(recipe)  # what the training loop writes into train_info
     run = shipped["output_dir"].removesuffix("/train")
     for key in ("paths", "reduce_only_paths"):
         shipped["data"][key] = [p.replace(run, "runs/default-mr", 1) for p in shipped["data"][key]]
