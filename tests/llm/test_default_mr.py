@@ -86,6 +86,7 @@ def test_install_copies_the_adapter_and_its_decoding_options(tmp_path, monkeypat
     assert default_mr.strategy_args() == {
         "grounding": True,  # decoding-only (DECODING), beside what the recipe trained with
         "snap_quotes": True,
+        "anchor_quotes": True,
         "prompts": "chat",
         "chunk_tokens": 1000,
         "window": 4096,

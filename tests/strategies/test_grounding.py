@@ -8,7 +8,15 @@ import pytest
 
 from chunkwise.llm.scripted import ScriptedLLM
 from chunkwise.strategies import Query, get_strategy
-from chunkwise.strategies.grounding import cover, is_grounded, quote_pieces, snap_answer
+from chunkwise.strategies.grounding import (
+    cover,
+    holds_phrase,
+    is_grounded,
+    misquotes,
+    quote_pieces,
+    quoted_phrases,
+    snap_answer,
+)
 
 CHUNK = (
     'Some filler text. "9a1c-77": "b3f0-12", "4e02-55": "c9d1-88". '
@@ -190,3 +198,80 @@ def test_the_reduce_answer_snaps_to_the_finding_it_nearly_copies(final, snap, ex
     assert [e.output["raw"] for e in ans.trace if e.stage == "reduce"] == [
         f"Rationale: r\nAnswer: {final}"
     ]
+
+
+# -- a phrase the question quotes (anchor_quotes) ---------------------------------------------
+
+PHRASE = "If none of the other commands"
+SPAN_Q = f'Which four words come right after "{PHRASE}" in the document?'
+
+
+def test_only_phrases_of_five_words_or_more_are_anchors():
+    assert quoted_phrases(SPAN_Q) == ["if none of the other commands"]
+    # curly quotes and a line wrap inside are the same phrase; a key or a name is no anchor
+    assert quoted_phrases("After \u201cIf none of the\nother commands\u201d?") == [
+        "if none of the other commands"
+    ]
+    assert quoted_phrases('What is the value of the key "80cdf3f1-18ef-4602"?') == []
+    assert quoted_phrases('Who planned "the Red Wedding" and why?') == []
+    assert quoted_phrases("What is the pass key?") == []
+
+
+@pytest.mark.parametrize(
+    ("chunk", "held"),
+    [
+        ("Text. If none of the other\n   commands match, print.", True),  # across a wrap
+        ("IF NONE OF THE OTHER COMMANDS match", True),  # case
+        ("other commands match, the interpreter prints.", True),  # a chunk boundary before
+        ("Some text ends with: if none of the", True),  # ... and after
+        ("If none of the commands match, print.", False),  # a word missing is not the phrase
+        ("Nothing here mentions it. Other commands exist.", False),
+    ],
+)
+def test_a_chunk_holds_the_phrase_or_the_piece_a_boundary_leaves(chunk, held):
+    assert holds_phrase(chunk, "if none of the other commands") is held
+
+
+def test_a_finding_that_echoes_the_quoted_phrase_must_come_from_a_chunk_holding_it():
+    made_up = f"{PHRASE} are visible, the document will give a"
+    assert misquotes(SPAN_Q, made_up, "are visible, the document", "Unrelated text about loops.")
+    assert misquotes(SPAN_Q, "no quote here", f"{PHRASE} run", "Unrelated text.")  # the answer
+    held = f"Text. {PHRASE} match, nothing is printed."
+    assert not misquotes(SPAN_Q, f"{PHRASE} match, nothing is printed", "match, nothing is", held)
+    # a finding that does not claim the phrase is not this check's business
+    assert not misquotes(SPAN_Q, "Loops run until done.", "until done", "Loops run until done.")
+    # nor is a question without an anchor
+    assert not misquotes("What follows the phrase?", made_up, "are visible", "Unrelated text.")
+
+
+def _span_llm() -> ScriptedLLM:
+    """Every map call echoes the quoted phrase; only the part that holds it continues it right."""
+
+    def reply(m: re.Match) -> str:
+        if PHRASE in m.group(0).split("Question:")[0]:
+            return (
+                f"Extracted Information: {PHRASE} match, print\nRationale: r\nAnswer: match, print"
+            )
+        return f"Extracted Information: {PHRASE} are visible\nRationale: r\nAnswer: are visible"
+
+    llm = ScriptedLLM(
+        rules=[(r"Part of the document =====.*", reply), (r"Findings from|notes", "Answer: x")],
+        window=1024,
+    )
+    llm.chat = True
+    return llm
+
+
+@pytest.mark.parametrize("task", ["qa", "retrieval"])
+@pytest.mark.parametrize("on", [True, False, None])
+def test_the_strategy_drops_findings_that_echo_a_quoted_phrase_their_part_lacks(on, task):
+    llm = _span_llm()
+    opts = {} if on is None else {"anchor_quotes": on}
+    strat = get_strategy("mapreduce", chunk_tokens=70, **opts)
+    ans = strat.answer(_doc(f"{PHRASE} match, print."), Query(SPAN_Q, task), llm)
+    extra = ans.stats.extra
+    dropped = [0, 1, 2, 4, 5] if on else []  # the default is off
+    assert (extra["map_misquoted"], extra["misquoted_parts"]) == (len(dropped), dropped)
+    notes = llm.calls[-1].prompt[0]["content"].split("Question:")[0]
+    assert "match, print" in notes
+    assert ("are visible" in notes) is (not on)

@@ -143,3 +143,40 @@ def test_default_mr_says_no_information_when_the_evidence_is_cut_out(mr_llm, fam
     maps = [e.output for e in ans.trace if e.stage == "map"]
     assert sum(r["no_information"] for r in maps) >= 0.9 * len(maps), maps
     assert fam.score(none, ans.text) == 1.0, ans.text  # the answer names [NO INFORMATION]
+
+
+@pytest.mark.slow
+def test_default_mr_keeps_the_part_that_holds_a_quoted_phrase(mr_llm):
+    """Held-out extractive QA document 7 of the 4K bench (which the shipped adapter answers
+    under vLLM): with ``anchor_quotes`` on, as hf:default-mr decodes, the part that holds the
+    quoted phrase is never dropped, the answer is the four words after it, and every finding
+    that echoes the phrase from a part without it is counted as misquoted."""
+    from chunkwise.data.families import HELDOUT_SEED, get_family
+    from chunkwise.strategies.grounding import holds_phrase, quoted_phrases
+
+    llm, args = mr_llm
+    args = dict(args)
+    assert args.get("anchor_quotes") is True
+    window = int(args.pop("window", 4096))
+    strategy = get_strategy("mapreduce", window=window, **args)
+    fam = get_family("extractive_qa")
+    doc = fam.make(
+        n=8, seed=HELDOUT_SEED + 4000, length_tokens=4000, count_tokens=llm.count_tokens
+    )[7]
+    (phrase,) = quoted_phrases(doc.question)
+    chunks = strategy.plan(doc.context, doc.query(), llm).chunks
+    holding = {c.index for c in chunks if holds_phrase(c.text, phrase)}
+    assert holding
+    ans = strategy.answer(doc.context, doc.query(), llm)
+    misquoted = set(ans.stats.extra["misquoted_parts"])
+    assert not misquoted & holding
+    echoes = {
+        c.index
+        for c, e in zip(chunks, (e for e in ans.trace if e.stage == "map"), strict=True)
+        if not e.output["no_information"]
+        and phrase
+        in " ".join(f"{e.output['extracted_information']} {e.output['answer']}".lower().split())
+        and c.index not in holding
+    }
+    assert misquoted == echoes
+    assert fam.score(doc, ans.text) == 1.0, (ans.text, doc.answer)

@@ -37,8 +37,9 @@ TEMPLATE = "mapreduce/gemma_chat.jinja"
 #: oracle teaches the MapReduce adapter to quote its evidence, so a retrieval finding whose
 #: quote is not in its chunk is made up (chunkwise.strategies.grounding), unless its answer is
 #: a value copied with one slip (at a long value's edge, or a repeated digit miscounted), which
-#: snaps to the chunk's value
-DECODING: dict[str, Any] = {"grounding": True, "snap_quotes": True}
+#: snaps to the chunk's value; and a finding that echoes a phrase the question quotes from a
+#: chunk without that phrase is made up too (anchor_quotes)
+DECODING: dict[str, Any] = {"grounding": True, "snap_quotes": True, "anchor_quotes": True}
 
 
 def _entry(name: str) -> tuple[str, str, str]:

@@ -24,7 +24,7 @@ from chunkwise.errors import BadInput, ChunkwiseError
 from chunkwise.llm import LLM, Completion, GenerationParams, Request
 from chunkwise.prompts import load_text, prompt_set
 from chunkwise.strategies.base import Answer, Query, Stats, Strategy, TraceEvent, register
-from chunkwise.strategies.grounding import is_grounded, snap_answer
+from chunkwise.strategies.grounding import is_grounded, misquotes, snap_answer
 from chunkwise.strategies.protocol import (
     NO_INFO,
     Record,
@@ -130,6 +130,12 @@ class MapReduce(Strategy):
                         (``snapped_parts``). The reduce answer likewise takes the value of the
                         finding it nearly copies (``reduce_snapped``). Short answers and
                         changed characters never snap
+    anchor_quotes       drop map findings that reproduce a phrase of five or more words that
+                        the question quotes although their chunk does not hold it: the model
+                        echoed the question and made up what follows (any question family:
+                        :func:`.grounding.misquotes`); counted as ``map_misquoted`` (chunk
+                        indices in ``misquoted_parts``). Off by default; hf:default-mr decodes
+                        with it on
     max_new_tokens      cap on every stage's new tokens (0: the prompt set's own
                         ``map/collapse/reduce_max_new_tokens``); a cap also frees window room
                         for chunks and groups
@@ -155,6 +161,7 @@ class MapReduce(Strategy):
         ask_confidence: bool = False,
         grounding: bool = False,
         snap_quotes: bool = False,
+        anchor_quotes: bool = False,
         max_new_tokens: int = 0,
     ):
         super().__init__(window)
@@ -193,6 +200,7 @@ class MapReduce(Strategy):
         self.ask_confidence = ask_confidence
         self.grounding = grounding
         self.snap_quotes = snap_quotes
+        self.anchor_quotes = anchor_quotes
 
     # -- set-up ---------------------------------------------------------------------------
     def _prompts(self, llm: LLM, family: str) -> _Prompts:
@@ -313,7 +321,9 @@ class MapReduce(Strategy):
         for c, rec, out in zip(chunks, records, outs, strict=True):
             trace.append(self._event("map", [c.index], rec, out))
         ungrounded = self._ungrounded(p, chunks, records)
-        kept = [r for i, r in enumerate(records) if not r.no_information and i not in ungrounded]
+        misquoted = self._misquoted(query, chunks, records)
+        dropped = ungrounded | misquoted
+        kept = [r for i, r in enumerate(records) if not r.no_information and i not in dropped]
         unscored = sum(r.confidence is None for r in kept)
         stats.extra.update(
             map_no_information=sum(r.no_information for r in records),
@@ -322,6 +332,8 @@ class MapReduce(Strategy):
             map_no_answer=sum(r.answer is None and not r.no_information for r in records),
             map_ungrounded=len(ungrounded),
             ungrounded_parts=sorted(chunks[i].index for i in ungrounded),
+            map_misquoted=len(misquoted),
+            misquoted_parts=sorted(chunks[i].index for i in misquoted),
             map_snapped=len(snapped),
             snapped_parts=sorted(chunks[i].index for i in snapped),
             confidence_requested=source,
@@ -531,6 +543,18 @@ class MapReduce(Strategy):
             i
             for i, (c, r) in enumerate(zip(chunks, records, strict=True))
             if not r.no_information and not is_grounded(r.extracted_information, r.answer, c.text)
+        }
+
+    def _misquoted(self, query: Query, chunks: list[Any], records: list[Record]) -> set[int]:
+        """With ``anchor_quotes`` on, map findings that reproduce a phrase the question quotes
+        from a chunk that does not hold it (:func:`.grounding.misquotes`)."""
+        if not self.anchor_quotes:
+            return set()
+        return {
+            i
+            for i, (c, r) in enumerate(zip(chunks, records, strict=True))
+            if not r.no_information
+            and misquotes(query.question, r.extracted_information, r.answer, c.text)
         }
 
     @staticmethod
