@@ -39,16 +39,29 @@ import numpy as np
 from chunkwise.eval.ledger import Ledger
 
 
-def doc_scores(ledger: Path) -> dict[tuple[str, str, str, str], dict[int, float]]:
+Key = tuple[str, str, str, str]
+
+
+def doc_scores(ledger: Path) -> dict[Key, dict[int, float]]:
     """``(arm, model identity, cell, documents) -> {document index: score}`` of every answered
     document: ``mr_trained``'s per-document rows (key ``[cell key, "doc", i]``) and its finished
     cells' ``scores`` lists (older ledgers have only these). ``documents`` is the cell key's
     seed and generator fingerprint (its n is left out: a cell of 50 starts with the cell of 20):
     document i of one cell name is the same document only under the same seed and
-    fingerprint, so a changed generator is never paired with the old."""
-    out: dict[tuple[str, str, str, str], dict[int, float]] = defaultdict(dict)
+    fingerprint, so a changed generator is never paired with the old. Where one model answered
+    a cell under several settings (strategy options, window), the setting it answered last
+    in the ledger is read (:func:`read_scores`)."""
+    return read_scores(ledger)[0]
+
+
+def read_scores(ledger: Path) -> tuple[dict[Key, dict[int, float]], dict[Key, str]]:
+    """:func:`doc_scores` and, per key, the setting (strategy, options, window) its scores
+    were answered under. A cell re-benched under new options (a decoding check switched on)
+    supersedes its earlier rows instead of mixing with them document by document."""
+    by_setting: dict[Key, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    last: dict[Key, dict[str, int]] = defaultdict(dict)
     with Ledger(ledger, readonly=True) as rows:
-        for row in rows.rows.values():
+        for pos, row in enumerate(rows.rows.values()):
             if "doc" in row:
                 cell_key, _, i = json.loads(row["key"])
                 scores = {int(i): float(row["score"])}
@@ -56,11 +69,20 @@ def doc_scores(ledger: Path) -> dict[tuple[str, str, str, str], dict[int, float]
                 cell_key, scores = row["key"], dict(enumerate(map(float, row["scores"])))
             else:
                 continue
-            arm, model, _strategy, _opts, _window, cell, _n, *documents = json.loads(cell_key)
-            out[(arm, model, cell, json.dumps(documents))].update(scores)
-    if not out:
+            arm, model, strategy, opts, window, cell, _n, *documents = json.loads(cell_key)
+            key = (arm, model, cell, json.dumps(documents))
+            setting = json.dumps([strategy, opts, window], sort_keys=True)
+            by_setting[key][setting].update(scores)
+            last[key][setting] = pos
+    if not by_setting:
         raise SystemExit(f"mr_paired: {ledger} holds no answered document of bench/mr_trained.py")
-    return out
+    settings = {key: max(seen, key=seen.__getitem__) for key, seen in last.items()}
+    return {key: by_setting[key][s] for key, s in settings.items()}, settings
+
+
+def _same_setting(settings: dict[Key, str], keys: list[Key]) -> bool:
+    """Whether the models' scores of one cell were answered under one setting."""
+    return len({settings[k] for k in keys if k in settings}) <= 1
 
 
 def paired_ci(
@@ -101,13 +123,17 @@ def _one(models: set[str], piece: str, flag: str) -> str:
 def compare(ledger: Path, a: str, b: str) -> dict[str, Any]:
     """Every (arm, cell) that both models answered: n shared documents, each model's accuracy
     on them, and b - a with its paired interval."""
-    scores = doc_scores(ledger)
+    scores, settings = read_scores(ledger)
     models = {m for _, m, _, _ in scores}
     ma, mb = _one(models, a, "--a"), _one(models, b, "--b")
-    cells = []
+    cells, skipped = [], []
     for arm, cell, documents in sorted({(arm, cell, d) for arm, _, cell, d in scores}):
-        sa, sb = scores.get((arm, ma, cell, documents)), scores.get((arm, mb, cell, documents))
+        ka, kb = (arm, ma, cell, documents), (arm, mb, cell, documents)
+        sa, sb = scores.get(ka), scores.get(kb)
         if not sa or not sb:
+            continue
+        if not _same_setting(settings, [ka, kb]):
+            skipped.append(f"{arm} {cell}")
             continue
         docs = sorted(set(sa) & set(sb))
         if not docs:
@@ -125,7 +151,14 @@ def compare(ledger: Path, a: str, b: str) -> dict[str, Any]:
                 "ci95": list(paired_ci(diff)),
             }
         )
-    return {"ledger": str(ledger), "a": ma, "b": mb, "cells": cells}
+    return {"ledger": str(ledger), "a": ma, "b": mb, "cells": cells, **_skips(skipped)}
+
+
+def _skips(skipped: list[str]) -> dict[str, list[str]]:
+    """Cells both (all) models answered, but under different options: not compared."""
+    for c in skipped:
+        print(f"mr_paired: {c}: answered under different options, not compared", file=sys.stderr)
+    return {"options_differ": skipped}
 
 
 CORRECTIONS = ("bonferroni", "none")
@@ -148,16 +181,19 @@ def agreement(
         raise SystemExit("mr_paired: --models needs two models or more")
     if correction not in CORRECTIONS:
         raise SystemExit(f"mr_paired: correction {correction!r}: one of {', '.join(CORRECTIONS)}")
-    scores = doc_scores(ledger)
+    scores, settings = read_scores(ledger)
     known = {m for _, m, _, _ in scores}
     models = [_one(known, p, "--models") for p in pieces]
     if len(set(models)) < len(models):
         raise SystemExit(f"mr_paired: --models names one model twice ({', '.join(models)})")
-    shared = []
+    shared, skipped = [], []
     for arm, cell, documents in sorted({(arm, cell, d) for arm, _, cell, d in scores}):
-        per = [scores.get((arm, m, cell, documents)) or {} for m in models]
+        keys = [(arm, m, cell, documents) for m in models]
+        per = [scores.get(k) or {} for k in keys]
         docs = sorted(set.intersection(*(set(s) for s in per)))
-        if docs:
+        if docs and not _same_setting(settings, keys):
+            skipped.append(f"{arm} {cell}")
+        elif docs:
             shared.append((arm, cell, documents, per, docs))
     n_pairs = len(models) * (len(models) - 1) // 2
     comparisons = len(shared) * n_pairs
@@ -205,6 +241,7 @@ def agreement(
         "disagree": [f"{c['arm']} {c['cell']}" for c in cells if not c["agree"]],
         "disagree_nominal": [f"{c['arm']} {c['cell']}" for c in cells if not c["agree_nominal"]],
         "reproducible": bool(cells) and all(c["agree"] for c in cells),
+        **_skips(skipped),
     }
 
 
@@ -244,7 +281,16 @@ def agreement_table(out: dict[str, Any]) -> str:
     if adjusted and out["disagree_nominal"] != out["disagree"]:
         near = ", ".join(out["disagree_nominal"]) or "none"
         lines.append(f"cells whose unadjusted {level} interval misses 0: {near}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _skipped_lines(out)) + "\n"
+
+
+def _skipped_lines(out: dict[str, Any]) -> list[str]:
+    if not out.get("options_differ"):
+        return []
+    return [
+        "",
+        f"not compared (answered under different options): {', '.join(out['options_differ'])}",
+    ]
 
 
 def _ci(ci: list[float]) -> str:
@@ -267,7 +313,7 @@ def table(out: dict[str, Any]) -> str:
             f"| {c['arm']} | {cell} | {c['n']} | {c['a']:g} | {c['b']:g} | "
             f"{c['b_minus_a']:+g} {_ci(c['ci95'])} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _skipped_lines(out)) + "\n"
 
 
 def main() -> None:

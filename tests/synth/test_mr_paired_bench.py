@@ -191,3 +191,40 @@ def test_seeds_cli_writes_agreement_and_rejects_bad_requests(tmp_path):
         bad = [sys.executable, str(ROOT / "bench" / "mr_paired.py"), str(ledger)]
         run = subprocess.run([*bad, "--models", "s0", "s1"], capture_output=True, text=True)
         assert run.returncode != 0 and says in run.stderr and ledger.name in run.stderr
+
+
+def _write_opts(path: Path, model: str, scores: list[float], opts: dict) -> None:
+    """One model's multihop@800 documents, answered under strategy options ``opts``."""
+    from bench_loader import load_bench
+
+    bench = load_bench("mr_trained")
+    args = argparse.Namespace(n=len(scores), seed=0)
+    arm = {"name": "mr/mapreduce", "model": model, "strategy": "mapreduce", "opts": opts,
+           "window": 4096}  # fmt: skip
+    key = bench._ledger_key(arm, "multihop@800", args)
+    with Ledger(path) as ledger:
+        for i, s in enumerate(scores):
+            ledger.put(bench._doc_key(key, i), {"doc": i, "score": s, "prediction": ""})
+
+
+def test_a_cell_rebenched_under_new_options_supersedes_the_old_rows(tmp_path):
+    """One adapter's cell answered again with a decoding check on: its new scores are read,
+    never mixed document by document with the old ones; models whose latest scores of a cell
+    come from different options are not compared on it."""
+    paired = pytest.importorskip("bench_loader").load_bench("mr_paired")
+    ledger = tmp_path / "cells.jsonl"
+    _write_opts(ledger, "scripted:passkey", [0.0, 0.0, 0.0, 0.0], {})
+    _write_opts(ledger, "scripted:kv", [0.0, 0.0, 0.0, 0.0], {})
+    _write_opts(ledger, "scripted:passkey", [1.0, 1.0, 0.0], {"anchor_quotes": True})
+    scores = paired.doc_scores(ledger)
+    (key,) = [k for k in scores if k[1] == "scripted:passkey"]
+    assert scores[key] == {0: 1.0, 1: 1.0, 2: 0.0}  # the old document 3 is not carried over
+    out = paired.agreement(ledger, ["passkey", "kv"])
+    assert (out["cells"], out["options_differ"]) == ([], ["mr/mapreduce multihop@800"])
+    assert "not compared (answered under different options)" in paired.agreement_table(out)
+    assert paired.compare(ledger, "passkey", "kv")["options_differ"] == [
+        "mr/mapreduce multihop@800"
+    ]
+    _write_opts(ledger, "scripted:kv", [1.0, 0.0, 0.0, 1.0], {"anchor_quotes": True})
+    (cell,) = paired.compare(ledger, "passkey", "kv")["cells"]
+    assert (cell["n"], cell["a"], cell["b"]) == (3, 66.67, 33.33)
