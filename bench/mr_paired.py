@@ -38,7 +38,6 @@ import numpy as np
 
 from chunkwise.eval.ledger import Ledger
 
-
 Key = tuple[str, str, str, str]
 
 
