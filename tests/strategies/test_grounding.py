@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -44,18 +45,27 @@ def test_pieces_split_sentences_and_clauses_and_skip_scraps():
     assert cover("abcdefghij", "xxabcdefghyy") == pytest.approx(0.8)
 
 
+def _chat_llm(map_reply: Callable[[re.Match], str], reduce_reply: str | Callable) -> ScriptedLLM:
+    """A scripted chat model: ``map_reply`` answers each map prompt, ``reduce_reply`` the
+    collapse and reduce prompts."""
+    llm = ScriptedLLM(
+        rules=[
+            (r"Part of the document =====.*", map_reply),
+            (r"Findings from.*|notes.*", reduce_reply),
+        ],
+        window=1024,
+    )
+    llm.chat = True
+    return llm
+
+
 def _llm(finding: str) -> ScriptedLLM:
     def reply(m: re.Match) -> str:
         if "filler3w0" not in m.group(0):
             return "Extracted Information: none\nRationale: r\nAnswer: [NO INFORMATION]"
         return f"Extracted Information: {finding}\nRationale: r\nAnswer: 4711\nConfidence Score: 5"
 
-    llm = ScriptedLLM(
-        rules=[(r"Part of the document =====.*", reply), (r"Findings from|notes", "Answer: 4711")],
-        window=1024,
-    )
-    llm.chat = True
-    return llm
+    return _chat_llm(reply, "Answer: 4711")
 
 
 def _doc(text: str = "The secret code is 4711.") -> str:
@@ -148,12 +158,7 @@ def _value_llm(evidence: str, value: str, answer: str, final: str | None = None)
             return f"Rationale: r\nAnswer: {final}"
         return f"Rationale: r\nAnswer: {found[0] if found else '[NO INFORMATION]'}"
 
-    llm = ScriptedLLM(
-        rules=[(r"Part of the document =====.*", reply), (r"Findings from.*|notes.*", reduce)],
-        window=1024,
-    )
-    llm.chat = True
-    return llm
+    return _chat_llm(reply, reduce)
 
 
 NUMBER = "The sequence of digits is 0025555574."
@@ -254,12 +259,7 @@ def _span_llm() -> ScriptedLLM:
             )
         return f"Extracted Information: {PHRASE} are visible\nRationale: r\nAnswer: are visible"
 
-    llm = ScriptedLLM(
-        rules=[(r"Part of the document =====.*", reply), (r"Findings from|notes", "Answer: x")],
-        window=1024,
-    )
-    llm.chat = True
-    return llm
+    return _chat_llm(reply, "Answer: x")
 
 
 @pytest.mark.parametrize("task", ["qa", "retrieval"])
