@@ -229,6 +229,12 @@ def test_only_phrases_of_five_words_or_more_are_anchors():
         ("IF NONE OF THE OTHER COMMANDS match", True),  # case
         ("other commands match, the interpreter prints.", True),  # a chunk boundary before
         ("Some text ends with: if none of the", True),  # ... and after
+        ("mands match, the interpreter prints.", True),  # a token boundary inside a word
+        ("Some text ends with: if none of th", True),
+        ("Some text ends with: bathe", False),  # a word that only ends like the phrase's
+        ("commandsmatch, then other text", False),  # a word that only starts like it
+        ("One of them said so.", False),  # "one" ends "none", but "of them" is not "of the"
+        ("Then he said that the", False),  # ends with "the", not with "if none of the"
         ("If none of the commands match, print.", False),  # a word missing is not the phrase
         ("Nothing here mentions it. Other commands exist.", False),
     ],
