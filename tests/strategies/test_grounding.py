@@ -220,6 +220,10 @@ def test_only_phrases_of_five_words_or_more_are_anchors():
     assert quoted_phrases('What is the value of the key "80cdf3f1-18ef-4602"?') == []
     assert quoted_phrases('Who planned "the Red Wedding" and why?') == []
     assert quoted_phrases("What is the pass key?") == []
+    # five words are an anchor, four are not
+    assert quoted_phrases('After "one two three four five" and "six seven eight nine"?') == [
+        "one two three four five"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -231,12 +235,15 @@ def test_only_phrases_of_five_words_or_more_are_anchors():
         ("Some text ends with: if none of the", True),  # ... and after
         ("mands match, the interpreter prints.", True),  # a token boundary inside a word
         ("Some text ends with: if none of th", True),
+        ("f none of the other commands match", True),  # the cut falls in its first word
+        ("Some text ends with: if none of the other comm", True),  # ... or in its last
         ("Some text ends with: bathe", False),  # a word that only ends like the phrase's
         ("commandsmatch, then other text", False),  # a word that only starts like it
         ("One of them said so.", False),  # "one" ends "none", but "of them" is not "of the"
         ("Then he said that the", False),  # ends with "the", not with "if none of the"
         ("If none of the commands match, print.", False),  # a word missing is not the phrase
         ("Nothing here mentions it. Other commands exist.", False),
+        ("", False),
     ],
 )
 def test_a_chunk_holds_the_phrase_or_the_piece_a_boundary_leaves(chunk, held):

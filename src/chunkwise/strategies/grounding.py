@@ -168,12 +168,15 @@ def holds_phrase(chunk: str, phrase: str) -> bool:
     if phrase in text:
         return True
     words, have = phrase.split(), text.split()
-    for k in range(1, len(words)):
-        tail, head = words[k:], words[:k]
-        first, last = have[: len(tail)], have[-len(head) :]
+    for k in range(len(words)):  # the chunk begins with words[k:], its first word maybe cut
+        tail = words[k:]
+        first = have[: len(tail)]
         if len(first) == len(tail) and first[1:] == tail[1:] and tail[0].endswith(first[0]):
             return True
-        if len(last) == len(head) and last[:-1] == head[:-1] and head[-1].startswith(last[-1]):
+    for k in range(1, len(words) + 1):  # ... or ends with words[:k], its last word maybe cut
+        head = words[:k]
+        last = have[-k:]
+        if len(last) == k and last[:-1] == head[:-1] and head[-1].startswith(last[-1]):
             return True
     return False
 
