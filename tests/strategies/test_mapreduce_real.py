@@ -174,8 +174,10 @@ def test_default_mr_keeps_the_part_that_holds_a_quoted_phrase(mr_llm):
         c.index
         for c, e in zip(chunks, (e for e in ans.trace if e.stage == "map"), strict=True)
         if not e.output["no_information"]
-        and phrase
-        in " ".join(f"{e.output['extracted_information']} {e.output['answer']}".lower().split())
+        and any(
+            phrase in " ".join(str(e.output[f] or "").lower().split())
+            for f in ("extracted_information", "answer")
+        )
         and c.index not in holding
     }
     assert misquoted == echoes
