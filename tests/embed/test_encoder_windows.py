@@ -94,3 +94,58 @@ def test_another_local_model_by_path():
     assert isinstance(enc, SentenceEncoder) and enc.windowed
     assert enc.encode(["hello there"]).shape == (1, 384)
     assert get_embedder(f"st:{default_model_path()}").model is enc.model  # loaded once
+
+
+def test_two_encoders_of_one_model_can_run_in_threads():
+    """CI failure of f535e51 (synth, concurrency=2): one thread cut a long text into windows
+    (tokenizer call without padding) while another encoded a padded batch; the fast
+    tokenizer's padding state is shared, so the batch came out ragged. One lock per model."""
+    import sys
+    import threading
+
+    a, b = SentenceEncoder(), SentenceEncoder()
+    assert a.model is b.model and a.lock is b.lock
+    long_text = words_of(2000)
+    batch = ["short", "a somewhat longer sentence with a few more words in it " * 3, "x"]
+    errors: list[BaseException] = []
+
+    def encode() -> None:
+        try:
+            for _ in range(60):
+                a.encode(batch)
+        except BaseException as e:  # reported by the assert below
+            errors.append(e)
+
+    def cut() -> None:
+        for _ in range(150):
+            b.windows(long_text)
+
+    threads = [threading.Thread(target=encode), threading.Thread(target=cut)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, so that an unlocked race shows
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors, errors[0]
+
+
+def test_every_tokenizer_call_of_an_encoder_holds_the_model_lock(monkeypatch):
+    """The invariant behind the test above, without depending on thread timing: the fast
+    tokenizer's shared padding/truncation state is only ever set under the model's lock."""
+    enc = SentenceEncoder()
+    tok_cls = type(enc.model.tokenizer)
+    original = tok_cls.set_truncation_and_padding
+    held: list[bool] = []
+
+    def watched(self, *args, **kwargs):
+        held.append(enc.lock.locked())
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(tok_cls, "set_truncation_and_padding", watched)
+    enc.windows(words_of(600))  # cut into windows: a call without padding
+    enc.encode(["one short text", words_of(600)])  # windows, then a padded batch
+    assert len(held) >= 3 and all(held), held

@@ -12,6 +12,12 @@ so the pooled vector is close to the model's own mean pooling over the whole tex
 to the context each window loses at its edges). Texts that fit are embedded as before.
 The first text that would have been cut is reported once per encoder (a log warning).
 ``windowed=False`` restores the old behaviour (cut at ``max_seq_length``, still warned).
+
+Threads: a loaded model is shared by every encoder of it in the process, and its fast
+tokenizer keeps padding and truncation as state of the one Rust tokenizer, set by each call.
+A call without padding (cutting windows) racing a padded batch (``model.encode``) leaves the
+batch ragged ("Unable to create tensor"). So each loaded model has one lock
+(:func:`model_lock`), and every use of the model or its tokenizer here holds it.
 """
 
 from __future__ import annotations
@@ -32,7 +38,14 @@ from chunkwise.errors import BadInput, MissingDependency
 log = logging.getLogger(__name__)
 
 _MODELS: dict[tuple[str, str], Any] = {}
+_MODEL_LOCKS: dict[int, threading.Lock] = {}
 _LOAD_LOCK = threading.Lock()
+
+
+def model_lock(model: Any) -> threading.Lock:
+    """The one lock of a loaded model: hold it to call the model or its tokenizer."""
+    with _LOAD_LOCK:
+        return _MODEL_LOCKS.setdefault(id(model), threading.Lock())
 
 
 def default_model_path() -> Path:
@@ -96,7 +109,7 @@ class SentenceEncoder:
         self.batch_size = batch_size
         self.windowed = windowed
         self._model: Any = None
-        self._lock = threading.Lock()
+        self._lock: threading.Lock | None = None
         self.name = (f"st:{path}" if path else "minilm") + ("" if windowed else "-truncated")
         self._warned = False
         #: texts longer than the model reads, and the windows they were embedded as
@@ -106,8 +119,17 @@ class SentenceEncoder:
     @property
     def model(self) -> Any:
         if self._model is None:
-            self._model = load_sentence_transformer(self.path, self.device)
+            model = load_sentence_transformer(self.path, self.device)
+            self._lock = model_lock(model)
+            self._model = model
         return self._model
+
+    @property
+    def lock(self) -> threading.Lock:
+        """The loaded model's lock, shared with every other encoder of the same model."""
+        if self._lock is None:
+            self._lock = model_lock(self.model)
+        return self._lock
 
     @property
     def dim(self) -> int:
@@ -129,9 +151,10 @@ class SentenceEncoder:
         """``(window text, word-pieces)``: the text itself when it fits, else consecutive
         non-overlapping slices of the text of ``window_tokens()`` word-pieces each."""
         limit = self.window_tokens()
-        enc = self.model.tokenizer(
-            text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
-        )
+        with self.lock:  # the tokenizer's padding state is shared with model.encode
+            enc = self.model.tokenizer(
+                text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+            )
         offsets = enc["offset_mapping"]
         if len(offsets) <= limit:
             return [(text, max(1, len(offsets)))]
@@ -167,7 +190,7 @@ class SentenceEncoder:
             )
 
     def _encode_raw(self, texts: list[str]) -> np.ndarray:
-        with self._lock:  # one encode at a time: torch already uses every core
+        with self.lock:  # one encode per model at a time (and torch uses every core anyway)
             vecs = self.model.encode(
                 texts,
                 batch_size=self.batch_size,
