@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -131,3 +133,36 @@ def test_mr_trained_cells_are_keyed_by_their_documents(monkeypatch):
     )
     bench.documents_fingerprint.cache_clear()
     assert bench._ledger_key(arm, "conflicting@800", args) != before
+
+
+def test_the_calibration_goal_is_a_paired_difference_on_the_same_documents():
+    from bench_loader import load_bench
+
+    bench = load_bench("mr_trained")
+
+    def arm(scores: list[float]) -> dict:
+        return {"cells": {"conflicting@4000": {"scores": scores}}}
+
+    with_block = [1.0] * 10
+    without = [1.0] * 7 + [0.0] * 3
+    no_score = [0.0] * 5 + [1.0] * 5
+    out = {"arms": {"mr/mapreduce": arm(with_block), "mr/mapreduce-nocal": arm(without),
+                    "mr/mapreduce-noconf": arm(no_score)}}  # fmt: skip
+    g = bench.goals(out, [4000])
+    cal = g["conflicting_cal_minus_nocal_ge_20"]
+    assert cal["points"] == 30.0 and cal["n"] == 10 and cal["met"] is True
+    lo, hi = cal["ci95_paired"]
+    assert 0 <= lo < 30 < hi <= 60
+    assert g["conflicting_score_minus_noscore"]["points"] == 50.0
+    assert "met" not in g["conflicting_score_minus_noscore"]  # information, not a goal
+    out["arms"]["mr/mapreduce-nocal"] = arm([1.0] * 9 + [0.0])
+    assert bench.goals(out, [4000])["conflicting_cal_minus_nocal_ge_20"]["met"] is False
+    # paired: two arms that miss the same documents differ by exactly 0, however many misses
+    half = [1.0, 0.0] * 5
+    out["arms"]["mr/mapreduce"], out["arms"]["mr/mapreduce-nocal"] = arm(half), arm(half)
+    same = bench.goals(out, [4000])["conflicting_cal_minus_nocal_ge_20"]
+    assert same["points"] == 0.0 and same["ci95_paired"] == [0.0, 0.0]
+    # the same documents or nothing: a cell answered on fewer documents is refused
+    out["arms"]["mr/mapreduce-nocal"] = arm([1.0] * 9)
+    with pytest.raises(ValueError, match="not paired"):
+        bench.goals(out, [4000])
