@@ -9,7 +9,7 @@ pass. Prints one JSON object (counts and every survivor as ``file:line: change``
 
     .venv/bin/python bench/mutation_check.py --budget-s 3000 --json runs/mut.json
 
-Not part of ``make test``: it runs the test files once per mutant (~400 mutants, ~35 minutes
+Not part of ``make test``: it runs the test files once per mutant (~420 mutants, 15-35 minutes
 on 2 cores).
 
 ``--recheck RESULT.json`` runs only the survivors of an earlier run (matched by file, line and
