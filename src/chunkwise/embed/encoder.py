@@ -43,7 +43,8 @@ _LOAD_LOCK = threading.Lock()
 
 
 def model_lock(model: Any) -> threading.Lock:
-    """The one lock of a loaded model: hold it to call the model or its tokenizer."""
+    """The one lock of a loaded model: hold it to call the model or its tokenizer. (Keyed by
+    ``id``: loaded models stay in ``_MODELS`` for the life of the process.)"""
     with _LOAD_LOCK:
         return _MODEL_LOCKS.setdefault(id(model), threading.Lock())
 
@@ -119,9 +120,7 @@ class SentenceEncoder:
     @property
     def model(self) -> Any:
         if self._model is None:
-            model = load_sentence_transformer(self.path, self.device)
-            self._lock = model_lock(model)
-            self._model = model
+            self._model = load_sentence_transformer(self.path, self.device)
         return self._model
 
     @property
