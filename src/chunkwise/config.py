@@ -86,6 +86,58 @@ _StrictLoader.add_constructor(
 )
 
 
+#: deepest nesting of lists and mappings a YAML file may hold (configs need a handful)
+MAX_YAML_DEPTH = 100
+
+
+def _too_deep(obj: Any, limit: int) -> bool:
+    """Whether ``obj`` nests lists/mappings deeper than ``limit`` (iterative: no recursion)."""
+    stack = [(obj, 1)]
+    # YAML anchors share nodes: each is walked once per depth (a shared node costs little, a
+    # cycle of aliases counts as endless nesting)
+    seen: set[tuple[int, int]] = set()
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        if (id(node), depth) in seen:
+            continue
+        seen.add((id(node), depth))
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def load_yaml(text: str, source: str | Path) -> Any:
+    """Parse YAML ``text`` read from ``source`` (a file name, for messages) safely.
+
+    Every YAML read in the package goes through here: only plain data (no Python objects),
+    duplicate keys refused, and anything the parser cannot take (bad syntax, nesting so deep
+    that the parser runs out of stack, more than :data:`MAX_YAML_DEPTH` levels) becomes a
+    one-line :class:`BadInput` naming ``source`` (and the line where the parser knows it).
+    """
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else str(source)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise BadInput(f"{where}: invalid YAML: {problem}") from None
+    except RecursionError:
+        raise BadInput(
+            f"{source}: invalid YAML: nested too deeply to read (at most {MAX_YAML_DEPTH} "
+            "levels of lists and mappings)"
+        ) from None
+    except (ValueError, TypeError, OverflowError, MemoryError) as e:
+        # constructor failures PyYAML does not wrap (e.g. an out-of-range timestamp)
+        raise BadInput(f"{source}: invalid YAML: {type(e).__name__}: {e}") from None
+    if isinstance(data, (dict, list)) and _too_deep(data, MAX_YAML_DEPTH):
+        raise BadInput(
+            f"{source}: nested deeper than {MAX_YAML_DEPTH} levels of lists and mappings"
+        )
+    return data
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.exists():
         raise BadInput(f"config file {path} not found")
@@ -95,13 +147,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput(f"cannot read config file {path}: {e}") from None
-    try:
-        data = yaml.load(text, Loader=_StrictLoader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(e, "problem", None) or str(e)
-        raise BadInput(f"{where}: invalid YAML: {problem}") from None
+    data = load_yaml(text, path)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -229,10 +275,23 @@ def _from_text(text: str, tp: Any) -> Any:
 
 
 def _yaml_scalar(text: str) -> Any:
+    """An override's text read as YAML (text that is not YAML stays text)."""
+    shown = repr(text[:40]) + ("..." if len(text) > 40 else "")
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        value = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError:
         return text
+    except RecursionError:
+        value = None
+        deep = True
+    else:
+        deep = isinstance(value, (dict, list)) and _too_deep(value, MAX_YAML_DEPTH)
+    if deep:
+        raise BadInput(
+            f"override value {shown} is nested deeper than {MAX_YAML_DEPTH} levels of lists "
+            "and mappings"
+        )
+    return value
 
 
 def _coerce_item(value: Any, tp: Any, key: str, source: str) -> Any:
@@ -628,4 +687,12 @@ def dump_yaml(obj: Any, path: str | Path) -> Path:
     return path
 
 
-__all__ = ["config_to_dict", "dump_yaml", "load_config", "parse_override", "to_yaml"]
+__all__ = [
+    "MAX_YAML_DEPTH",
+    "config_to_dict",
+    "dump_yaml",
+    "load_config",
+    "load_yaml",
+    "parse_override",
+    "to_yaml",
+]

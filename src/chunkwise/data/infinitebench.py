@@ -26,8 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from chunkwise.config import load_yaml
 from chunkwise.errors import BadInput
 from chunkwise.eval.metrics import TASKS, normalize_label
 
@@ -295,7 +294,7 @@ def _from_hub(task: str, revision: str, limit: int | None) -> tuple[list[dict], 
 def task_prompts() -> dict[str, Any]:
     """``prompts/infinitebench.yaml``: per-task family, budgets and question wording."""
     path = resources.files("chunkwise.prompts") / "infinitebench.yaml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = load_yaml(path.read_text(encoding="utf-8"), "prompts/infinitebench.yaml")
     missing = [t for t in TASKS if t not in data.get("tasks", {})]
     if missing:  # pragma: no cover - a packaging error
         raise BadInput(f"prompts/infinitebench.yaml lacks tasks {missing}")

@@ -66,8 +66,7 @@ from functools import cache, partial
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from chunkwise.config import load_yaml
 from chunkwise.data.synthetic import NOISE, needle_depths
 from chunkwise.errors import BadInput
 
@@ -128,7 +127,7 @@ KIND_NAMES = {
 def templates() -> dict[str, Any]:
     """``prompts/ruler.yaml``: needle formats and question wording per task kind."""
     path = resources.files("chunkwise.prompts") / "ruler.yaml"
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return load_yaml(path.read_text(encoding="utf-8"), "prompts/ruler.yaml")
 
 
 def prompt_version() -> str:

@@ -301,8 +301,10 @@ class Demo:
     def write_recipe(self, mode: str) -> Path:
         import yaml
 
+        from chunkwise.config import load_yaml
+
         template = repo_root() / "recipes" / "demo" / f"pyramid_align-{mode}.yaml"
-        recipe = yaml.safe_load(template.read_text(encoding="utf-8"))
+        recipe = load_yaml(template.read_text(encoding="utf-8"), template)
         s = self.size
         recipe["run_name"] = f"demo-{s.name}-{mode}"
         recipe["output_dir"] = str((self.out / "train" / mode).resolve())

@@ -195,14 +195,18 @@ def install(train_dir: Path, dest: Path | None = None, name: str = NAME) -> Path
     """Copy a finished training run's adapter into the package data (``make default-mr``,
     ``make default-coa``), with the mapreduce options of its recipe (decoding must use the
     same ones)."""
-    import yaml
+    from chunkwise.config import load_yaml
 
     dest = dest or package_dir(name)
     missing = [f for f in ADAPTER_FILES if not (train_dir / f).is_file()]
     if missing:
         raise BadInput(f"{train_dir} is not a finished LoRA run: no {', '.join(missing)}")
     recipe_path = train_dir / "recipe.yaml"
-    recipe = yaml.safe_load(recipe_path.read_text(encoding="utf-8")) if recipe_path.exists() else {}
+    recipe = (
+        load_yaml(recipe_path.read_text(encoding="utf-8"), recipe_path)
+        if recipe_path.exists()
+        else {}
+    )
     data = recipe.get("data", {}) if isinstance(recipe, dict) else {}
     mr = {
         **(DECODING if name == NAME else {}),

@@ -8,8 +8,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from chunkwise.config import load_yaml
 from chunkwise.errors import BadInput
 
 
@@ -18,7 +17,7 @@ def _load_file(strategy: str, kind: str) -> dict[str, Any]:
     path = resources.files("chunkwise.prompts") / strategy / f"{kind}.yaml"
     if not path.is_file():
         raise BadInput(f"no prompt set {strategy}/{kind}.yaml in chunkwise.prompts")
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return load_yaml(path.read_text(encoding="utf-8"), f"prompts/{strategy}/{kind}.yaml")
 
 
 def load_text(name: str) -> str:
