@@ -88,3 +88,70 @@ def test_vllm_resolution_serves_the_merged_folder_not_a_lora_request(
     plain = save_random_lora(tiny_llama, tmp_path / "plain")
     spec = _resolve(parse_spec(f"vllm:{plain}"))
     assert spec.target == str(tiny_llama) and spec.adapter == str(plain)
+
+
+def _same_shaped_base(base: Path, out: Path) -> Path:
+    """A copy of ``base`` whose weights differ (same names, shapes, dtypes and file size)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(base, out)
+    weights = load_file(str(base / "model.safetensors"))
+    name = next(k for k in sorted(weights) if k.endswith("q_proj.weight"))
+    weights[name] = weights[name] + 0.5
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
+def test_same_shaped_bases_with_other_weights_get_their_own_merged_model(
+    tiny_llama, token_adapter, tmp_path
+):
+    from safetensors.torch import load_file
+
+    from chunkwise.llm.merged import merged_dir
+
+    adapter, _ = token_adapter
+    other = _same_shaped_base(tiny_llama, tmp_path / "other-base")
+    a_file, b_file = tiny_llama / "model.safetensors", other / "model.safetensors"
+    assert a_file.stat().st_size == b_file.stat().st_size  # name and size alone cannot tell
+    assert a_file.read_bytes() != b_file.read_bytes()
+    merged_a = merged_dir(tiny_llama, adapter, cache=tmp_path / "cache")
+    merged_b = merged_dir(other, adapter, cache=tmp_path / "cache")
+    assert merged_a != merged_b
+    wa = load_file(str(merged_a / "model.safetensors"))
+    wb = load_file(str(merged_b / "model.safetensors"))
+    name = next(k for k in sorted(wb) if k.endswith("q_proj.weight"))
+    base_b = load_file(str(b_file))
+    base_a = load_file(str(a_file))
+    # each merged model carries its own base's weights (+ the same LoRA delta)
+    assert float(((wb[name] - wa[name]) - (base_b[name] - base_a[name])).abs().max()) < 1e-5
+    assert float((wb[name] - wa[name]).abs().max()) > 0.4
+
+
+def test_base_weights_are_hashed_once_per_file_version(tmp_path, monkeypatch):
+    import os
+
+    from chunkwise import digests
+
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(b"a" * 1000)
+    reads = []
+    real = digests.file_sha256
+    monkeypatch.setattr(digests, "file_sha256", lambda p: reads.append(p) or real(p))
+    cache = tmp_path / "digests"
+    first = digests.cached_file_sha256(f, cache)
+    assert digests.cached_file_sha256(f, cache) == first and len(reads) == 1  # remembered
+    st = f.stat()
+    new = tmp_path / "new.safetensors"  # a new file of the same size renamed over the old,
+    new.write_bytes(b"b" * 1000)  # its mtime set to the old one's: the inode tells
+    os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(new, f)
+    second = digests.cached_file_sha256(f, cache)
+    assert second != first and len(reads) == 2
+    f.write_bytes(b"c" * 1000)  # rewritten in place, same size, a later mtime
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    third = digests.cached_file_sha256(f, cache)
+    assert third not in (first, second) and len(reads) == 3
+    (cache / next(cache.iterdir()).name).write_text("{not json")  # a damaged entry: recomputed
+    assert digests.cached_file_sha256(f, cache) == third and len(reads) == 4

@@ -5,8 +5,11 @@ vLLM's LoRA support loads the low-rank pairs of linear layers only. An adapter t
 template's end-of-turn token) also changes the embedding, which vLLM would drop without a word.
 Such an adapter is merged into its base (``peft``'s ``merge_and_unload``, which applies the
 token rows too) and saved as an ordinary model folder under
-``$CHUNKWISE_CACHE/models/merged-<hash>``, keyed by the adapter's and base's files, so the
-merge runs once per adapter version. The folder takes the adapter folder's tokenizer files
+``$CHUNKWISE_CACHE/models/merged-<hash>``, keyed by the bytes of the adapter's and base's files
+(the base's weights too: two bases of one shape with different weights give two merged
+folders), so the merge runs once per adapter and base version. The weights' digests are
+cached by file version (:func:`chunkwise.digests.cached_file_sha256`), so a 1 GB base is read
+once, not at every load. The folder takes the adapter folder's tokenizer files
 when it has them (its chat template is the one it was trained on), else the base's.
 """
 
@@ -19,6 +22,7 @@ import os
 import shutil
 from pathlib import Path
 
+from chunkwise.digests import cached_file_sha256
 from chunkwise.errors import BadInput
 
 log = logging.getLogger("chunkwise.llm.merged")
@@ -47,15 +51,15 @@ def needs_merge(adapter: str | Path) -> bool:
     return bool(cfg.get("trainable_token_indices") or cfg.get("modules_to_save"))
 
 
-def _digest(base: Path, adapter: Path) -> str:
+def _digest(base: Path, adapter: Path, digests: Path | None = None) -> str:
     h = hashlib.sha256()
     for f in ADAPTER_FILES:
         h.update((adapter / f).read_bytes())
     for f in sorted(base.glob("*.json")):
         h.update(f.name.encode())
         h.update(f.read_bytes())
-    for f in sorted(base.glob("*.safetensors")):  # the weights by name and size, not read
-        h.update(f"{f.name}:{f.stat().st_size}".encode())
+    for f in sorted(base.glob("*.safetensors")):  # the weights by content
+        h.update(f"{f.name}:{cached_file_sha256(f, digests)}".encode())
     return h.hexdigest()[:12]
 
 
@@ -68,7 +72,8 @@ def merged_dir(base: str | Path, adapter: str | Path, cache: Path | None = None)
         raise BadInput(
             f"cannot merge adapter {str(adapter)!r}: base {str(base)!r} is no model folder"
         )
-    out = (cache or cache_root() / "models") / f"merged-{_digest(base, adapter)}"
+    digests = cache / ".digests" if cache else None  # default: $CHUNKWISE_CACHE/digests
+    out = (cache or cache_root() / "models") / f"merged-{_digest(base, adapter, digests)}"
     if (out / "config.json").is_file():
         return out
     import torch
