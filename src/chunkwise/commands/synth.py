@@ -48,6 +48,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "conflicting families; default: 0)",
     )
     p.add_argument(
+        "--override-settings",
+        action="store_true",
+        help="oracle: continue an --out folder started with other settings (its config.json "
+        "is rewritten; records made under both stay in one file)",
+    )
+    p.add_argument(
         "--model", default="hf:default", metavar="SPEC", help="model spec (default: hf:default)"
     )
     p.add_argument(

@@ -36,7 +36,7 @@ from typing import Any
 
 from chunkwise.embed import Embedder, get_embedder
 from chunkwise.errors import BadInput, ChunkwiseError, LLMRequestError
-from chunkwise.io import JsonlAppender, atomic_write_json, parse_json
+from chunkwise.io import JsonlAppender, atomic_write_json
 from chunkwise.llm import LLM
 from chunkwise.strategies import Query, get_strategy
 from chunkwise.strategies.mapreduce import CollapseError, to_intermediate
@@ -52,6 +52,7 @@ from chunkwise.synth.questions import (
     sample_nodes,
 )
 from chunkwise.synth.records import map_record, validate_record
+from chunkwise.synth.settings import SETTINGS_FILE, check_settings
 from chunkwise.synth.sources import SourceDoc, SourceSkip, iter_source
 from chunkwise.text import chunk_document
 
@@ -352,30 +353,14 @@ def _check_out_dir(cfg: SynthConfig) -> Path:
     out = Path(cfg.out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {out} exists and is not a folder")
-    cfg_path = out / "config.json"
+    cfg_path = out / SETTINGS_FILE
     if out.is_dir() and not cfg_path.exists() and _foreign_files(out):
         raise BadInput(
             f"--out {out} already holds files that chunkwise synth did not write (no "
             "config.json of a synthesis run); give a new or empty folder"
         )
     out.mkdir(parents=True, exist_ok=True)
-    want = cfg.content()
-    if cfg_path.exists():
-        try:
-            have = parse_json(cfg_path.read_bytes())
-            if not isinstance(have, dict):
-                raise ValueError("not an object")
-        except ValueError:
-            raise BadInput(f"{cfg_path} is not valid JSON; delete it or use a new --out") from None
-        diff = {k: (have.get(k), want[k]) for k in want if have.get(k) != want[k]}
-        if diff:
-            shown = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in diff.items())
-            raise BadInput(
-                f"{out} was started with other settings ({shown}); rerun with the same "
-                "settings to continue it, or use a new --out"
-            )
-    else:
-        atomic_write_json(cfg_path, want)
+    check_settings(cfg_path, cfg.content())
     return out
 
 

@@ -29,12 +29,14 @@ from typing import Any
 
 from chunkwise.data.families import Doc, Family, Straddle, get_family
 from chunkwise.errors import BadInput
+from chunkwise.io import JsonlAppender, atomic_write_json
 from chunkwise.llm import LLM, Completion, Request
 from chunkwise.strategies import get_strategy
 from chunkwise.strategies.mapreduce import MapReduce, to_intermediate
 from chunkwise.strategies.protocol import NO_INFO, Record, render_record
 from chunkwise.synth.calls import Delegate
 from chunkwise.synth.records import map_record, validate_record
+from chunkwise.synth.settings import SETTINGS_FILE, check_settings
 
 _PARTS = re.compile(r"Findings from parts? ([\d, ]+):")
 
@@ -194,6 +196,50 @@ class OracleTeacher:
         return rec
 
 
+def oracle_settings(
+    llm: LLM,
+    *,
+    families: Sequence[str],
+    lengths: Sequence[int],
+    n: int,
+    seed: int,
+    window: int,
+    mapreduce_args: dict[str, Any],
+    unanswerable: float,
+) -> dict[str, Any]:
+    """What shapes an oracle run's records (recorded in ``out/config.json``): a rerun into the
+    same folder must give the same values."""
+    from chunkwise.redact import redact
+
+    return {
+        "teacher": "oracle",
+        "model": redact(llm.spec),  # its tokenizer sizes documents and chunks
+        "families": list(families),
+        "lengths": list(lengths),
+        "n": n,
+        "seed": seed,
+        "window": window,
+        "mapreduce_args": dict(mapreduce_args),
+        "unanswerable": unanswerable,
+    }
+
+
+def _progress(total: int, progress: bool) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    return tqdm(total=total, disable=not progress, desc="oracle", unit="doc")
+
+
+def _job_docs(llm: LLM, fam: str, length: int, n: int, seed: int, n_cut: int) -> list[Doc]:
+    """One (family, length) job's documents, then its unanswerable variants."""
+    family = get_family(fam)
+    docs = family.make(n=n, seed=seed, length_tokens=length, count_tokens=llm.count_tokens)
+    variants = [family.without_evidence(d) for d in docs[:n_cut]]
+    return docs + [v for v in variants if v is not None]
+
+
 def run_oracle(
     llm: LLM,
     out: Path,
@@ -206,25 +252,38 @@ def run_oracle(
     mapreduce_args: dict[str, Any] | None = None,
     progress: bool = True,
     unanswerable: float = 0.0,
+    override_settings: bool = False,
 ) -> dict[str, Any]:
-    """Write ``out/data/oracle.jsonl`` (resumable: ids already there are skipped) and
-    ``out/stats.json``; returns the stats. ``unanswerable``: for that fraction of each
+    """Write ``out/data/oracle.jsonl`` and ``out/stats.json``; returns the stats.
+
+    Resumable: each record is appended and made durable as soon as it is built (a
+    :class:`~chunkwise.io.JsonlAppender`, which drops a line torn by a kill), and a rerun
+    skips the ids already there. ``out/config.json`` records the settings; a rerun with others
+    is refused unless ``override_settings``. ``unanswerable``: for that fraction of each
     family's documents at each length, also its variant with the evidence cut out (every part
     empty, the reduce answering ``[NO INFORMATION]``), for the families that have one."""
     if not 0.0 <= unanswerable <= 1.0:
         raise BadInput(f"--unanswerable must be a fraction in [0, 1], got {unanswerable}")
-    teacher = OracleTeacher(llm, window, dict(mapreduce_args or {}))
-    data = out / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    path = data / "oracle.jsonl"
-    done: set[str] = set()
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                try:
-                    done.add(json.loads(line)["id"])
-                except (ValueError, KeyError):
-                    continue  # a torn last line from an interrupted run is rewritten below
+    args = dict(mapreduce_args or {})
+    teacher = OracleTeacher(llm, window, args)
+    settings = oracle_settings(
+        llm,
+        families=families,
+        lengths=lengths,
+        n=n,
+        seed=seed,
+        window=window,
+        mapreduce_args=args,
+        unanswerable=unanswerable,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    check_settings(
+        out / SETTINGS_FILE,
+        settings,
+        override=override_settings,
+        override_flag="--override-settings",
+    )
+    path = out / "data" / "oracle.jsonl"
     t0 = time.perf_counter()
     stats: dict[str, Any] = {
         "records": 0,
@@ -241,22 +300,13 @@ def run_oracle(
 
     jobs = [(f, L) for f in families for L in lengths]
     n_cut = round(n * unanswerable)  # variants per job (families without them finish early)
-    try:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(jobs) * (n + n_cut), disable=not progress, desc="oracle", unit="doc")
-    except ImportError:  # pragma: no cover - tqdm is a dependency
-        bar = None
-    with path.open("a", encoding="utf-8") as fh:
+    bar = _progress(len(jobs) * (n + n_cut), progress)
+    with JsonlAppender(path, key="id") as app:
         for fam, length in jobs:
-            family = get_family(fam)
-            docs = family.make(n=n, seed=seed, length_tokens=length, count_tokens=llm.count_tokens)
-            variants = [family.without_evidence(d) for d in docs[:n_cut]]
-            docs += [v for v in variants if v is not None]
-            for doc in docs:
+            for doc in _job_docs(llm, fam, length, n, seed, n_cut):
                 if bar is not None:
                     bar.update(1)
-                if doc.id in done:
+                if doc.id in app:
                     count(fam, doc)
                     continue
                 try:
@@ -267,9 +317,9 @@ def run_oracle(
                 stages["map"] += len(rec["intermediate"]["map"])
                 stages["collapse"] += sum(len(g) for g in rec["intermediate"]["collapse"])
                 stages["reduce"] += 1
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                fh.flush()
+                app.write(rec)
                 count(fam, doc)
+        torn, in_file = app.recovered_partial_line, len(app)
     if bar is not None:
         bar.close()
     stats.update(
@@ -281,10 +331,12 @@ def run_oracle(
         n=n,
         seed=seed,
         window=window,
+        torn_line_dropped=torn,
+        records_in_file=in_file,  # more than records when settings were overridden
         seconds=round(time.perf_counter() - t0, 2),
         out=str(path),
     )
-    (out / "stats.json").write_text(json.dumps(stats, indent=1), encoding="utf-8")
+    atomic_write_json(out / "stats.json", stats, indent=1)
     return stats
 
 
@@ -345,6 +397,7 @@ def run_oracle_cli(args: Any, mapreduce_args: dict[str, Any]) -> int:
             mapreduce_args=mapreduce_args,
             progress=not args.no_progress,
             unanswerable=args.unanswerable,
+            override_settings=bool(getattr(args, "override_settings", False)),
         )
     finally:
         llm.close()
@@ -352,4 +405,11 @@ def run_oracle_cli(args: Any, mapreduce_args: dict[str, Any]) -> int:
     return 0
 
 
-__all__ = ["OracleLLM", "OracleTeacher", "TargetOverBudget", "run_oracle", "run_oracle_cli"]
+__all__ = [
+    "OracleLLM",
+    "OracleTeacher",
+    "TargetOverBudget",
+    "oracle_settings",
+    "run_oracle",
+    "run_oracle_cli",
+]
