@@ -477,6 +477,22 @@ def _coerce_generic(value: Any, tp: Any, origin: Any, key: str, source: str) -> 
     raise _Mismatch
 
 
+def value_from_text(text: str, tp: Any) -> Any:
+    """Command-line ``text`` read as a value of type ``tp``, by the rules of ``--key=value``
+    overrides (``none`` for an optional type, ``a,b`` for a list, true/false/yes/no for a
+    bool, ``1e3`` for an int). Raises :class:`ValueError` when the text does not fit ``tp``
+    (the caller names the key); :func:`type_name` describes ``tp`` for that message."""
+    try:
+        return _coerce(_from_text(text, tp), tp, "", "")
+    except _Mismatch:
+        raise ValueError(f"{text!r} is not {_type_name(tp)}") from None
+
+
+def type_name(tp: Any) -> str:
+    """A type annotation in words, as config errors show it (``int or null``)."""
+    return _type_name(tp)
+
+
 # --------------------------------------------------------------------------------------------
 # building dataclasses
 
@@ -695,4 +711,6 @@ __all__ = [
     "load_yaml",
     "parse_override",
     "to_yaml",
+    "type_name",
+    "value_from_text",
 ]

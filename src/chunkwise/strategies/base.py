@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from chunkwise.errors import BadInput
 from chunkwise.llm import LLM, Completion, Request
+from chunkwise.options import convert_options
 
 TaskFamily = Literal["qa", "multiple_choice", "summary", "retrieval", "code", "math", "dialogue"]
 TASK_FAMILIES: tuple[str, ...] = (
@@ -169,47 +170,15 @@ def register(cls: type[Strategy]) -> type[Strategy]:
     return cls
 
 
-def _coerce(value: str, target: Any) -> Any:
-    if isinstance(target, bool):
-        if value.lower() in {"1", "true", "yes", "on"}:
-            return True
-        if value.lower() in {"0", "false", "no", "off"}:
-            return False
-        raise ValueError(value)
-    if isinstance(target, int):
-        return int(value)
-    if isinstance(target, float):
-        return float(value)
-    return value
-
-
 def get_strategy(name: str, **kwargs: Any) -> Strategy:
-    """Instantiate a registered strategy; string values are coerced to the option's type."""
+    """Instantiate a registered strategy; text values (``--strategy-args k=v``) are converted
+    by each option's declared type (:mod:`chunkwise.options`)."""
     import chunkwise.strategies  # noqa: F401  (registers the built-in strategies)
 
     if name not in STRATEGIES:
         raise BadInput(f"unknown strategy {name!r}; valid: {', '.join(sorted(STRATEGIES))}")
     cls = STRATEGIES[name]
-    import inspect
-
-    sig = inspect.signature(cls.__init__)
-    params = {k: p for k, p in sig.parameters.items() if k != "self"}
-    clean: dict[str, Any] = {}
-    for k, v in kwargs.items():
-        if k not in params:
-            raise BadInput(
-                f"strategy {name!r} has no option {k!r}; valid: {', '.join(sorted(params))}"
-            )
-        default = params[k].default
-        if isinstance(v, str) and default is not inspect.Parameter.empty and default is not None:
-            try:
-                v = _coerce(v, default)
-            except ValueError:
-                raise BadInput(
-                    f"strategy option {k}={v!r}: expected {type(default).__name__}"
-                ) from None
-        clean[k] = v
-    return cls(**clean)
+    return cls(**convert_options(f"strategy {name!r}", cls, kwargs))
 
 
 def parse_strategy_args(text: str | None) -> dict[str, str]:
