@@ -11,6 +11,10 @@ from typing import Any
 from chunkwise.errors import BadInput
 
 PROMPT_KINDS = ("auto", "chat", "base")
+#: the largest seed: every generator the seed reaches (random, numpy) takes 0 .. 2**63 - 1
+MAX_SEED = 2**63 - 1
+#: whole-number keys that may be left unset
+OPTIONAL_WHOLE = frozenset({"context_window", "wandb_step"})
 TRUNCATIONS = ("document", "official")
 
 #: config keys that may change between sessions of one run: they do not change any prediction
@@ -90,11 +94,7 @@ class EvalConfig:
         for t in self.tasks:
             tasks.extend(p.strip() for p in str(t).split(",") if p.strip())
         args = {str(k): _option_text(v) for k, v in (self.strategy_args or {}).items()}
-        if "window" in args:
-            raise BadInput(
-                "set the window with --context-window (config key context_window), "
-                "not as a strategy option"
-            )
+        context_window = _window(self.context_window, args.pop("window", None), self.strategy)
         if self.prompts not in PROMPT_KINDS:
             raise BadInput(f"prompts={self.prompts!r}; valid: {', '.join(PROMPT_KINDS)}")
         if self.truncation not in TRUNCATIONS:
@@ -105,16 +105,10 @@ class EvalConfig:
                 "(e.g. gpt4) go together"
             )
         limit = _check_limit(self.limit)
-        if self.context_window is not None and self.context_window < 1:
-            raise BadInput(f"context_window must be positive, got {self.context_window}")
-        if (
-            isinstance(self.parallel, bool)
-            or not isinstance(self.parallel, int)
-            or self.parallel < 1
-        ):
-            raise BadInput(
-                f"parallel must be a whole number of examples (1 or more), got {self.parallel!r}"
-            )
+        _check_whole("context_window", context_window, 1, "tokens")
+        _check_whole("parallel", self.parallel, 1, "examples")
+        _check_whole("seed", self.seed, 0, "", high=MAX_SEED)
+        _check_whole("wandb_step", self.wandb_step, 0, "steps")
         if not str(self.output).strip():
             raise BadInput("output (the run folder) is empty")
         revision = self.revision
@@ -126,11 +120,41 @@ class EvalConfig:
             self,
             tasks=tasks,
             strategy_args=args,
+            context_window=context_window,
             revision=revision,
             data=self.data.strip(),
             limit=limit,
             wandb_tags=[str(t) for t in self.wandb_tags],
         )
+
+
+def _check_whole(key: str, value: Any, low: int, unit: str, *, high: int | None = None) -> None:
+    """``value`` (of config key ``key``) is None or a whole number in [low, high]: checked
+    with the config, so that nothing fails after the predictions are written."""
+    if value is None and key in OPTIONAL_WHOLE:
+        return
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
+    if ok and (high is None or value <= high):
+        return
+    what = f"a whole number of {unit}" if unit else "a whole number"
+    bound = f"from {low} to {high}" if high is not None else f"{low} or more"
+    raise BadInput(f"{key} must be {what} ({bound}), got {value!r}")
+
+
+def _window(context_window: Any, text: str | None, strategy: str) -> Any:
+    """The window cap: ``context_window``, or ``window=N`` given among the strategy options
+    (stored as context_window, so both spellings make the same run)."""
+    if text is None:
+        return context_window
+    from chunkwise.options import convert_option
+
+    window = convert_option(f"strategy {strategy!r}", "window", text, int | None)
+    if context_window is not None and window is not None and window != context_window:
+        raise BadInput(
+            f"the window is given twice with different values: window={text} among the "
+            f"strategy options and context_window={context_window}; give one of them"
+        )
+    return context_window if window is None else window
 
 
 def _check_limit(limit: int | float | None) -> int | float | None:
