@@ -24,11 +24,14 @@ def test_first_run_writes_the_settings_and_a_rerun_must_match(tmp_path):
     assert json.loads(path.read_text())["n"] == 4
 
 
-@pytest.mark.parametrize("text", ["{not json", "[1, 2]", ""])
-def test_an_unreadable_settings_file_is_one_line_naming_it(tmp_path, text):
+@pytest.mark.parametrize(
+    "text, problem",
+    [("{not json", "not valid JSON"), ("", "not valid JSON"), ("[1, 2]", "not a JSON object")],
+)
+def test_an_unreadable_settings_file_is_one_line_naming_it(tmp_path, text, problem):
     path = tmp_path / "config.json"
     path.write_text(text)
-    with pytest.raises(BadInput, match=r"config.json is not a JSON object of settings"):
+    with pytest.raises(BadInput, match=rf"config.json is {problem}.*use a new --out"):
         check_settings(path, {"n": 1})
 
 

@@ -38,8 +38,8 @@ def settings_diff(have: Mapping[str, Any], want: Mapping[str, Any]) -> dict[str,
 def _read(path: Path) -> dict[str, Any]:
     try:
         have = parse_json(path.read_bytes())
-    except ValueError:
-        have = None
+    except ValueError as e:
+        raise BadInput(f"{path} is not valid JSON ({e}); delete it or use a new --out") from None
     if not isinstance(have, dict):
         raise BadInput(f"{path} is not a JSON object of settings; delete it or use a new --out")
     return have
