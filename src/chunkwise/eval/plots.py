@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -19,7 +20,8 @@ def interval_bars(
     fontsize: int = 9,
 ) -> Path:
     """One group of bars per entry of ``groups``, one bar per series, each with its interval
-    drawn as an error bar; a series' missing groups are left empty. Written with Agg."""
+    drawn as an error bar; a series' missing groups (and bars with a value or bound that is not
+    a finite number) are left empty. Written with Agg."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -30,8 +32,8 @@ def interval_bars(
     for i, (name, bars) in enumerate(series.items()):
         xs, ys, err = [], [], [[], []]
         for j, bar in enumerate(bars):
-            if bar is None:
-                continue
+            if bar is None or not all(math.isfinite(x) for x in bar):
+                continue  # missing or not a number: a gap
             value, lo, hi = bar
             xs.append(j + i * width)
             ys.append(value)
