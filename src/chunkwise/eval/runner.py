@@ -34,6 +34,7 @@ Data parallel: with ``Dist(rank, world)`` each rank answers examples ``rank::wor
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -52,6 +53,7 @@ from chunkwise.eval.report import finish, score_record, wandb_samples
 from chunkwise.eval.results import stat_block, stat_sums
 from chunkwise.eval.run_dir import (
     drop_errored,
+    lock_run_dir,
     main_file,
     prepare_run_dir,
     read_records,
@@ -147,10 +149,18 @@ def run_eval(
 ) -> dict[str, Any] | None:
     """Evaluate; returns results.json's content on rank 0 (None on other ranks).
 
-    ``llm``: an already loaded model (it is then neither loaded nor closed here).
+    ``llm``: an already loaded model (it is then neither loaded nor closed here). The run
+    folder is locked from before it is read until results.json is written
+    (:func:`~.run_dir.lock_run_dir`): another run on it is refused.
     """
+    with contextlib.ExitStack() as held:
+        return _run_eval(cfg, dist or Dist(), llm, progress, held)
+
+
+def _run_eval(
+    cfg: EvalConfig, dist: Dist, llm: Any, progress: bool, held: contextlib.ExitStack
+) -> dict[str, Any] | None:
     t_start = time.perf_counter()
-    dist = dist or Dist()
     cfg = cfg.resolved()
     plan = _plan(cfg)
     if llm is None:
@@ -158,6 +168,7 @@ def run_eval(
 
         parse_spec(cfg.model)  # a malformed spec fails before anything is read or written
     out = Path(cfg.output)
+    held.enter_context(lock_run_dir(out, dist))
     resumed = prepare_run_dir(out, cfg, dist)
 
     # the data first: a missing file or an unreachable hub fails before the model loads
