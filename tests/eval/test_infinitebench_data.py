@@ -155,7 +155,9 @@ def test_local_folder_of_official_files(tmp_path):
     with pytest.raises(BadInput, match=r"code_run\.jsonl:2"):
         ib.load_task("code_run", str(tmp_path))
     _write(tmp_path / "passkey.jsonl", [{"id": 1, "context": "", "answer": "1"}] * 2)
-    with pytest.raises(BadInput, match=r"duplicate example ids \[1\]"):
+    with pytest.raises(
+        BadInput, match=r"passkey\.jsonl:2: duplicate id 1 \(first at .*passkey\.jsonl:1\)"
+    ):
         ib.load_task("passkey", str(tmp_path))
 
 

@@ -29,17 +29,16 @@ def record(i, capital, answer):
 def records_file(tmp_path):
     path = tmp_path / "heldout.jsonl"
     rows = [record(0, "Paris", "Paris"), record(1, "Rome", "Lyon")]
-    bad = {"id": "x", "document": "", "question": "q?", "answer": "a"}
-    path.write_text("".join(json.dumps(r) + "\n" for r in [*rows, bad]))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
-def test_loads_records_and_skips_invalid_ones(records_file, tmp_path):
+def test_loads_records_and_refuses_invalid_ones(records_file, tmp_path):
     bench = get_benchmark("pyramid_align")
     files = bench.parse_data(str(records_file))
     td = bench.load("qa", files, limit=None)
     assert [e["id"] for e in td.examples] == ["r0", "r1"]
-    assert td.examples[0]["answer"] == ["Paris"] and td.source["skipped_invalid"] == 1
+    assert td.examples[0]["answer"] == ["Paris"] and td.source["total"] == 2
     # a synth output folder is read through its data/ shards
     (tmp_path / "synth" / "data").mkdir(parents=True)
     (tmp_path / "synth" / "data" / "part.jsonl").write_text(records_file.read_text())
@@ -53,8 +52,11 @@ def test_loads_records_and_skips_invalid_ones(records_file, tmp_path):
     with pytest.raises(BadInput, match="empty.jsonl"):
         bench.load("qa", bench.parse_data(str(empty)))
     broken = tmp_path / "broken.jsonl"
-    broken.write_text('{"id": "a", "document": "x"\nnot json\n{"id": "b", "question": "q?"}\n')
-    with pytest.raises(BadInput, match="broken.jsonl.*1 incomplete"):
+    broken.write_text('{"id": "a", "document": "x"}\nnot json\n')
+    with pytest.raises(BadInput, match=r"broken.jsonl:1: 'question' is missing"):
+        bench.load("qa", bench.parse_data(str(broken)))
+    broken.write_text(json.dumps({**record(0, "Oslo", "Oslo"), "document": ""}) + "\n")
+    with pytest.raises(BadInput, match=r"broken.jsonl:1: 'document' is empty"):
         bench.load("qa", bench.parse_data(str(broken)))
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.config import load_yaml
+from chunkwise.data.checks import UniqueIds, need_id
 from chunkwise.errors import BadInput
 from chunkwise.eval.metrics import TASKS, normalize_label
 
@@ -111,9 +112,7 @@ def restore_record(task: str, record: dict[str, Any], where: str = "") -> dict[s
     missing = [k for k in ("id", "context", "answer") if k not in record]
     if missing:
         raise BadInput(f"{prefix}record has no {', '.join(repr(k) for k in missing)} field")
-    rid = record["id"]
-    if isinstance(rid, bool) or not isinstance(rid, (int, str)):
-        raise BadInput(f"{prefix}record id {rid!r} must be an integer or a string")
+    rid = need_id(record, "id", where or "record")
     options = record.get("options") or []
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise BadInput(f"{prefix}id {rid}: options must be a list of strings")
@@ -255,7 +254,13 @@ def _from_folder(task: str, folder: Path) -> list[dict[str, Any]]:
             f"{path} not found; the folder should hold the official files named <task>.jsonl "
             f"(it has: {', '.join(present) or 'no .jsonl files'})"
         )
-    return [restore_record(task, rec, f"{path}:{line}") for line, rec in read_jsonl(path)]
+    ids = UniqueIds()
+    examples = []
+    for line, rec in read_jsonl(path):
+        ex = restore_record(task, rec, f"{path}:{line}")
+        ids.add(ex["id"], f"{path}:{line}")
+        examples.append(ex)
+    return examples
 
 
 def _from_hub(task: str, revision: str, limit: int | None) -> tuple[list[dict], dict]:

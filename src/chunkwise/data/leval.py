@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from chunkwise.data.checks import bad, need_list, need_object, need_str, need_str_list, wrong_type
 from chunkwise.errors import BadInput
 
 SUBSETS = ("quality", "scientific_qa", "narrative_qa")
@@ -60,6 +61,56 @@ def gold_letter(output: str, options: list[str]) -> str:
     raise BadInput(f"cannot tell which option the gold answer {output[:80]!r} is")
 
 
+def _outputs(rec: dict[str, Any], where: str) -> list[str | list[str]]:
+    """The gold answers: one string (or list of strings) per question."""
+    outputs = need_list(rec, "outputs", where)
+    for k, a in enumerate(outputs):
+        if a == []:
+            raise bad(where, f"'outputs[{k}]'", "is an empty list (no gold answer)")
+        for j, item in enumerate(a if isinstance(a, list) else [a]):
+            if not isinstance(item, str):
+                at = f"outputs[{k}][{j}]" if isinstance(a, list) else f"outputs[{k}]"
+                raise wrong_type(where, repr(at), "a string", item)
+    return outputs
+
+
+def _quality_example(q: str, a: Any, where: str, k: int) -> dict[str, Any]:
+    try:
+        question, options = split_options(q)
+    except BadInput as e:
+        raise bad(where, f"'instructions[{k}]'", str(e)) from None
+    if len(options) != 4:
+        raise bad(where, f"'instructions[{k}]'", f"has {len(options)} options (A)-(D), not 4")
+    if not isinstance(a, str):
+        raise wrong_type(where, repr(f"outputs[{k}]"), "a string (the gold option)", a)
+    try:
+        letter = gold_letter(a, options)
+    except BadInput as e:
+        raise bad(where, f"'outputs[{k}]'", str(e)) from None
+    answer = {"letter": letter, "text": options["ABCD".index(letter)]}
+    return {"input": question, "options": options, "answer": answer}
+
+
+def document_examples(subset: str, rec: Any, where: str, doc_id: str) -> list[dict[str, Any]]:
+    """The examples of one L-Eval line (checked first: a malformed one is a BadInput naming
+    ``where`` and the field)."""
+    need_object(rec, where)
+    context = need_str(rec, "input", where)
+    questions = need_str_list(rec, "instructions", where)
+    outputs = _outputs(rec, where)
+    if len(questions) != len(outputs):
+        raise bad(where, None, f"{len(questions)} instructions but {len(outputs)} outputs")
+    out = []
+    for k, (q, a) in enumerate(zip(questions, outputs, strict=True)):
+        ex: dict[str, Any] = {"id": f"{doc_id}-{k}", "context": context, "doc_id": doc_id}
+        if subset == "quality":
+            ex.update(_quality_example(q, a, where, k))
+        else:
+            ex.update(input=q.strip(), options=[], answer=a if isinstance(a, list) else [a])
+        out.append(ex)
+    return out
+
+
 def load_leval(
     subset: str, path: str | Path, *, limit: int | None = None, docs: int | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -80,38 +131,12 @@ def load_leval(
     for line_no, rec in read_jsonl(p):  # bad lines (any way) are one-line BadInput
         if docs is not None and n_docs >= docs:
             break
-        doc_id = f"{subset}-{n_docs}"
+        examples += document_examples(subset, rec, f"{p}:{line_no}", f"{subset}-{n_docs}")
         n_docs += 1
-        questions, outputs = rec.get("instructions") or [], rec.get("outputs") or []
-        if len(questions) != len(outputs):
-            raise BadInput(f"{p}:{line_no}: {len(questions)} questions, {len(outputs)} answers")
-        for k, (q, a) in enumerate(zip(questions, outputs, strict=True)):
-            ex: dict[str, Any] = {
-                "id": f"{doc_id}-{k}",
-                "context": rec["input"],
-                "doc_id": doc_id,
-                "options": [],
-            }
-            if subset == "quality":
-                question, options = split_options(q)
-                if len(options) != 4:
-                    raise BadInput(f"{p}:{line_no} question {k}: {len(options)} options, not 4")
-                try:
-                    letter = gold_letter(a, options)
-                except BadInput as e:
-                    raise BadInput(f"{p}:{line_no} question {k}: {e}") from None
-                ex.update(
-                    input=question,
-                    options=options,
-                    answer={"letter": letter, "text": options["ABCD".index(letter)]},
-                )
-            else:
-                ex.update(input=q.strip(), answer=a if isinstance(a, list) else [a])
-            examples.append(ex)
     total = len(examples)
     if limit is not None:
         examples = examples[:limit]
     return examples, {"source": "leval", "path": str(p.resolve()), "docs": n_docs, "total": total}
 
 
-__all__ = ["SUBSETS", "gold_letter", "load_leval", "split_options"]
+__all__ = ["SUBSETS", "document_examples", "gold_letter", "load_leval", "split_options"]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
+from chunkwise.data.checks import UniqueIds, bad, need_id, need_object, wrong_type
 from chunkwise.errors import BadInput
 
 HUB_REPO = "deepmind/narrativeqa"
@@ -68,49 +69,79 @@ def parse_data_spec(data: str) -> DataSpec:
     )
 
 
-def _text(value: Any) -> str:
+def _text(value: Any, where: str, field: str) -> str:
+    """A string field, or the ``text`` of an object (the Hub's nested layout)."""
     if isinstance(value, Mapping):
-        value = value.get("text", "")
-    return value if isinstance(value, str) else ""
+        value = value.get("text")
+        field += ".text"
+    if not isinstance(value, str):
+        raise wrong_type(where, repr(field), "a string (or an object with a text string)", value)
+    return value
 
 
-def to_example(row: Mapping[str, Any], index: int, where: str) -> dict[str, Any]:
-    """One NarrativeQA row (nested Hub layout or flat) as a benchmark example."""
-    doc = row.get("document", row.get("context"))
-    context = _text(doc)
-    question = _text(row.get("question", row.get("input")))
-    answers = row.get("answers", row.get("answer"))
-    if isinstance(answers, (str, Mapping)):
-        answers = [answers]
-    refs = [_text(a) for a in (answers or []) if _text(a).strip()]
-    if not context.strip() or not question.strip() or not refs:
-        raise BadInput(f"{where}: row {index} lacks a story, a question or reference answers")
-    doc_id = doc.get("id") if isinstance(doc, Mapping) else row.get("doc_id")
-    words = doc.get("word_count") if isinstance(doc, Mapping) else None
+def _pick(row: Mapping[str, Any], keys: tuple[str, str], where: str) -> tuple[Any, str]:
+    """(value, field name) of the first of ``keys`` the row has."""
+    for key in keys:
+        if row.get(key) is not None:
+            return row[key], key
+    raise bad(where, None, f"no {keys[0]!r} (or {keys[1]!r}) field")
+
+
+def _references(row: Mapping[str, Any], where: str) -> list[str]:
+    answers, key = _pick(row, ("answers", "answer"), where)
+    items = [answers] if isinstance(answers, (str, Mapping)) else answers
+    if not isinstance(items, list):
+        raise wrong_type(where, repr(key), "a list of answers", answers)
+    refs = [_text(a, where, f"{key}[{i}]") for i, a in enumerate(items)]
+    refs = [r for r in refs if r.strip()]
+    if not refs:
+        raise bad(where, repr(key), "holds no non-empty reference answer")
+    return refs
+
+
+def to_example(row: Any, index: int, where: str) -> dict[str, Any]:
+    """One NarrativeQA row (nested Hub layout or flat) as a benchmark example; ``where``
+    (``file:line``) names the row in any error."""
+    need_object(row, where)
+    doc, doc_key = _pick(row, ("document", "context"), where)
+    context = _text(doc, where, doc_key)
+    question_value, q_key = _pick(row, ("question", "input"), where)
+    question = _text(question_value, where, q_key)
+    if not context.strip() or not question.strip():
+        raise bad(where, None, "the story or the question is empty")
+    refs = _references(row, where)
+    nested = isinstance(doc, Mapping)
+    doc_id = need_id(doc if nested else row, "id" if nested else "doc_id", where, required=False)
+    words = doc.get("word_count") if nested else None
+    if words is not None and (isinstance(words, bool) or not isinstance(words, int)):
+        raise wrong_type(where, f"'{doc_key}.word_count'", "an integer", words)
+    rid = need_id(row, "id", where, required=False)
     return {
-        "id": row.get("id") or f"{doc_id or 'doc'}-{index}",
+        "id": rid if rid is not None else f"{doc_id or 'doc'}-{index}",
         "context": context,
         "input": question.strip(),
         "answer": refs,
         "options": [],
         "doc_id": doc_id,
-        "words": int(words) if words else len(context.split()),
+        "words": words if words else len(context.split()),
     }
 
 
-def _rows_from_file(path: Path) -> Iterator[Mapping[str, Any]]:
+def _rows_from_file(path: Path) -> Iterator[tuple[str, Any]]:
+    """``(where, row)``: ``file:line`` for JSON lines, ``file row N`` for parquet."""
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        yield from pq.read_table(path).to_pylist()
+        for i, row in enumerate(pq.read_table(path).to_pylist()):
+            yield f"{path} row {i + 1}", row
     else:
         from chunkwise.io import read_jsonl
 
-        for _, rec in read_jsonl(path):
-            yield rec
+        for line, rec in read_jsonl(path):
+            yield f"{path}:{line}", rec
 
 
-def _local_rows(path: Path, split: str) -> tuple[Iterable[Mapping[str, Any]], list[str]]:
+def _local_rows(path: Path, split: str) -> tuple[Iterable[tuple[str, Any]], list[str]]:
     if path.is_file():
         return _rows_from_file(path), [str(path)]
     files = sorted(path.rglob(f"{split}-*.parquet")) or sorted(path.rglob("*.parquet"))
@@ -118,7 +149,7 @@ def _local_rows(path: Path, split: str) -> tuple[Iterable[Mapping[str, Any]], li
     if not files:
         raise BadInput(f"{path}: no parquet or .jsonl files of NarrativeQA rows in it")
 
-    def rows() -> Iterator[Mapping[str, Any]]:
+    def rows() -> Iterator[tuple[str, Any]]:
         for f in files:
             yield from _rows_from_file(f)
 
@@ -145,25 +176,24 @@ def load_narrativeqa(
     spec = parse_data_spec(data) if isinstance(data, str) else data
     if spec.kind == "hub":
         rev = revision or HUB_REVISION
-        rows: Iterable[Mapping[str, Any]] = _hub_rows(spec.split, rev)
+        name = f"{HUB_REPO}@{rev}:{spec.split}"
+        rows: Iterable[tuple[str, Any]] = (
+            (f"{name} row {i + 1}", row) for i, row in enumerate(_hub_rows(spec.split, rev))
+        )
         source: dict[str, Any] = {"source": "hub", "repo": HUB_REPO, "revision": rev}
-        where = f"{HUB_REPO}@{rev}:{spec.split}"
     else:
         assert spec.path is not None
         rows, files = _local_rows(spec.path, spec.split)
         source = {"source": "local", "path": str(spec.path.resolve()), "files": len(files)}
-        where = str(spec.path)
     examples = []
-    seen: set[Any] = set()
+    ids = UniqueIds()
     total = 0
-    for i, row in enumerate(rows):
+    for i, (where, row) in enumerate(rows):
         ex = to_example(row, i, where)
+        ids.add(ex["id"], where)  # every row, kept or not: a fallback id can repeat a real one
         if spec.min_words and ex["words"] < spec.min_words:
             continue
         total += 1
-        if ex["id"] in seen:
-            raise BadInput(f"{where}: duplicate example id {ex['id']!r}")
-        seen.add(ex["id"])
         if limit is None or len(examples) < limit:
             examples.append(ex)
     source.update(split=spec.split, min_words=spec.min_words, total=total)

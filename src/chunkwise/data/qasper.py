@@ -23,6 +23,17 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from chunkwise.data.checks import (
+    UniqueIds,
+    bad,
+    json_type,
+    need_id,
+    need_list,
+    need_object,
+    need_str,
+    need_str_list,
+    wrong_type,
+)
 from chunkwise.errors import BadInput
 from chunkwise.eval.qa_metrics import qasper_reference
 
@@ -65,16 +76,133 @@ def _questions(qas: Any) -> Iterable[tuple[str, str, list[Mapping[str, Any]]]]:
         yield qa["question_id"], qa["question"], list(qa.get("answers") or [])
 
 
-def paper_examples(paper_id: str, paper: Mapping[str, Any], where: str = "") -> list[dict]:
+# -- record checks (before any example is made) ------------------------------------------------
+
+
+def _check_section(sec: Any, where: str, at: str) -> None:
+    need_object(sec, where, at)
+    need_str(sec, "section_name", where, required=False, prefix=f"{at}.")
+    paragraphs = need_list(sec, "paragraphs", where, required=False, prefix=f"{at}.")
+    for j, p in enumerate(paragraphs):
+        if p is not None and not isinstance(p, str):
+            raise wrong_type(where, repr(f"{at}.paragraphs[{j}]"), "a string", p)
+
+
+def _check_full_text(paper: Mapping[str, Any], where: str) -> None:
+    full_text = paper.get("full_text")
+    if full_text is None:
+        return
+    if isinstance(full_text, Mapping):  # HF column layout
+        names = need_list(full_text, "section_name", where, required=False, prefix="full_text.")
+        paras = need_list(full_text, "paragraphs", where, required=False, prefix="full_text.")
+        for i, name in enumerate(names):
+            if name is not None and not isinstance(name, str):
+                raise wrong_type(where, repr(f"full_text.section_name[{i}]"), "a string", name)
+        for i, p in enumerate(paras):
+            _check_section({"paragraphs": p}, where, f"full_text.paragraphs[{i}]")
+        return
+    if not isinstance(full_text, list):
+        raise wrong_type(where, "'full_text'", "an array of sections", full_text)
+    for i, sec in enumerate(full_text):
+        _check_section(sec, where, f"full_text[{i}]")
+
+
+def _check_answer(a: Any, where: str, at: str) -> None:
+    """One annotation's ``answer`` object, typed as the official files type it."""
+    need_object(a, where, at)
+    for key in ("unanswerable", "yes_no"):
+        if a.get(key) is not None and not isinstance(a[key], bool):
+            raise wrong_type(where, repr(f"{at}.{key}"), "true, false or null", a[key])
+    need_str_list(a, "extractive_spans", where, required=False, prefix=f"{at}.")
+    need_str_list(a, "evidence", where, required=False, prefix=f"{at}.")
+    need_str(a, "free_form_answer", where, required=False, prefix=f"{at}.")
+    try:
+        qasper_reference(a)
+    except BadInput:
+        raise bad(
+            where,
+            repr(at),
+            "has no answer (unanswerable, extractive_spans, free_form_answer or yes_no)",
+        ) from None
+
+
+#: (question_id, question, annotations, the question's field path, each answer's path)
+_Row = tuple[Any, Any, list[Any], str, list[str]]
+
+
+def _hf_questions(qas: Mapping[str, Any], where: str) -> list[_Row]:
+    n = len(need_list(qas, "question_id", where, prefix="qas."))
+    columns = {k: need_list(qas, k, where, prefix="qas.") for k in ("question", "answers")}
+    for key, col in columns.items():
+        if len(col) != n:
+            raise bad(where, f"'qas.{key}'", f"has {len(col)} entries, qas.question_id has {n}")
+    out = []
+    for i, (qid, q, ans) in enumerate(zip(qas["question_id"], *columns.values(), strict=True)):
+        at = f"qas.answers[{i}]"
+        need_object(ans, where, at)
+        notes = need_list(ans, "answer", where, required=False, prefix=f"{at}.")
+        paths = [f"{at}.answer[{k}]" for k in range(len(notes))]
+        out.append((qid, q, [{"answer": a} for a in notes], f"qas[{i}]", paths))
+    return out
+
+
+def _official_questions(qas: Any, where: str) -> list[_Row]:
+    if not isinstance(qas, list):
+        raise wrong_type(where, "'qas'", "an array of questions", qas)
+    out = []
+    for i, qa in enumerate(qas):
+        at = f"qas[{i}]"
+        need_object(qa, where, at)
+        for key in ("question_id", "question"):
+            if key not in qa:
+                raise bad(where, repr(f"{at}.{key}"), "is missing")
+        notes = need_list(qa, "answers", where, required=False, prefix=f"{at}.")
+        for k, note in enumerate(notes):
+            need_object(note, where, f"{at}.answers[{k}]")
+            if "answer" not in note:
+                raise bad(where, repr(f"{at}.answers[{k}].answer"), "is missing")
+        paths = [f"{at}.answers[{k}].answer" for k in range(len(notes))]
+        out.append((qa["question_id"], qa["question"], notes, at, paths))
+    return out
+
+
+def check_paper(paper: Any, where: str) -> None:
+    """Raise a :class:`BadInput` naming ``where`` and the field when ``paper`` is not a QASPER
+    paper in either layout (see the module docstring)."""
+    need_object(paper, where, what="the paper")
+    need_str(paper, "title", where, required=False)
+    need_str(paper, "abstract", where, required=False)
+    _check_full_text(paper, where)
+    qas = paper.get("qas")
+    if qas is None:
+        return
+    rows = (
+        _hf_questions(qas, where) if isinstance(qas, Mapping) else _official_questions(qas, where)
+    )
+    for qid, q, notes, at, paths in rows:
+        if not isinstance(qid, str) or not qid.strip():
+            raise wrong_type(where, repr(f"{at}.question_id"), "a non-empty string", qid)
+        need_str({"question": q}, "question", where, prefix=f"{at}.")
+        for note, path in zip(notes, paths, strict=True):
+            _check_answer(note["answer"], where, path)
+
+
+def paper_examples(
+    paper_id: str, paper: Mapping[str, Any], where: str = "", ids: UniqueIds | None = None
+) -> list[dict]:
+    """The examples of one paper (checked first: see :func:`check_paper`). ``where``: the
+    paper's place, ``file:line`` or ``file: paper 'id'``; ``ids`` the question ids seen in
+    earlier papers (a repeat is an error)."""
+    where = where.rstrip(": ") or f"paper {paper_id!r}"
+    check_paper(paper, where)
+    ids = ids if ids is not None else UniqueIds()
     context = paper_text(paper)
     out = []
     for qid, question, notes in _questions(paper.get("qas") or []):
-        try:
-            refs = [qasper_reference(a) for a in notes]
-        except BadInput as e:
-            raise BadInput(f"{where}paper {paper_id} question {qid}: {e}") from None
+        refs = [qasper_reference(a) for a in notes]
         if not refs:
             continue
+        ids.add(qid, where, "question_id")
         out.append(
             {
                 "id": qid,
@@ -89,7 +217,9 @@ def paper_examples(paper_id: str, paper: Mapping[str, Any], where: str = "") -> 
 
 
 def load_qasper(data: str, *, limit: int | None = None) -> tuple[list[dict], dict[str, Any]]:
-    """Examples and a source record (see the module docstring for ``data``)."""
+    """Examples and a source record (see the module docstring for ``data``). Every paper is
+    checked before any example is returned: a malformed one is a :class:`BadInput` naming
+    ``file:line`` (or the paper id in an official file) and the field."""
     text = (data or "").strip()
     if text.startswith("hub:"):
         return _from_hub(text[4:], limit)
@@ -103,19 +233,24 @@ def load_qasper(data: str, *, limit: int | None = None) -> tuple[list[dict], dic
             "hub:REPO@REVISION[:SPLIT]"
         )
     examples: list[dict] = []
+    ids = UniqueIds()
     if path.suffix == ".jsonl":
         from chunkwise.io import read_jsonl
 
         for line_no, rec in read_jsonl(path):  # bad lines (any way) are one-line BadInput
-            examples += paper_examples(str(rec.get("id")), rec, f"{path}:{line_no}: ")
+            where = f"{path}:{line_no}"
+            paper_id = need_id(rec, "id", where)
+            examples += paper_examples(str(paper_id), rec, where, ids)
     else:
         from chunkwise.io import read_json
 
         papers = read_json(path)
         if not isinstance(papers, Mapping):
-            raise BadInput(f"{path}: expected an object of paper id -> paper")
+            raise BadInput(
+                f"{path}: expected an object of paper id -> paper, got {json_type(papers)}"
+            )
         for pid, paper in papers.items():
-            examples += paper_examples(pid, paper, f"{path}: ")
+            examples += paper_examples(pid, paper, f"{path}: paper {pid!r}", ids)
     total = len(examples)
     return examples[:limit] if limit else examples, {
         "source": "local",
@@ -143,8 +278,10 @@ def _from_hub(spec: str, limit: int | None) -> tuple[list[dict], dict[str, Any]]
             f"access pass the official {DEV_FILE} instead"
         ) from None
     examples: list[dict] = []
-    for rec in ds:
-        examples += paper_examples(str(rec.get("id")), rec, f"{repo}@{revision}: ")
+    ids = UniqueIds()
+    for i, rec in enumerate(ds):
+        where = f"{repo}@{revision} ({split}) row {i}"
+        examples += paper_examples(str(need_id(rec, "id", where)), rec, where, ids)
         if limit and len(examples) >= limit:
             break
     return examples[:limit] if limit else examples, {

@@ -15,6 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from chunkwise.data.checks import (
+    UniqueIds,
+    bad,
+    need_id,
+    need_list,
+    need_object,
+    need_str,
+    need_str_list,
+    wrong_type,
+)
 from chunkwise.errors import BadInput
 
 DEV_FILE = "QuALITY.v1.0.1.htmlstripped.dev"
@@ -32,39 +42,58 @@ def _resolve(path: str | Path) -> Path:
     return p
 
 
+def _question(q: Any, where: str, k: int, doc_id: str, article: str) -> dict[str, Any]:
+    """One checked question of an article as an example."""
+    at = f"questions[{k}]"
+    need_object(q, where, at)
+    options = need_str_list(q, "options", where, prefix=f"{at}.")
+    gold = q.get("gold_label")
+    if len(options) != 4:
+        raise bad(where, f"'{at}.options'", f"has {len(options)} options, not 4")
+    if isinstance(gold, bool) or not isinstance(gold, int) or not 1 <= gold <= 4:
+        raise wrong_type(where, repr(f"{at}.gold_label"), "1, 2, 3 or 4", gold)
+    difficult = q.get("difficult")
+    if difficult is not None and difficult not in (0, 1):  # True/False compare equal too
+        raise wrong_type(where, repr(f"{at}.difficult"), "0 or 1", difficult)
+    qid = need_id(q, "question_unique_id", where, required=False, prefix=f"{at}.")
+    return {
+        "id": qid if qid is not None else f"{doc_id}-{k}",
+        "context": article,
+        "input": need_str(q, "question", where, prefix=f"{at}.").strip(),
+        "options": options,
+        "answer": {"letter": LETTERS[gold - 1], "text": options[gold - 1], "options": options},
+        "difficult": int(difficult or 0),
+        "doc_id": doc_id,
+    }
+
+
+def article_examples(art: Any, where: str) -> list[dict[str, Any]]:
+    """The examples of one article line, every field checked (a BadInput names ``where``)."""
+    need_object(art, where)
+    doc_id = need_id(art, "set_unique_id", where, required=False) or need_id(
+        art, "article_id", where, required=False
+    )
+    article = need_str(art, "article", where)
+    questions = need_list(art, "questions", where)
+    return [_question(q, where, k, str(doc_id or where), article) for k, q in enumerate(questions)]
+
+
 def load_quality(
     path: str | Path, *, hard_only: bool = False, limit: int | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Examples (all, or only the HARD ones) and a source record."""
+    """Examples (all, or only the HARD ones) and a source record. Every line is checked
+    before any example is returned: a malformed one is a BadInput naming ``file:line``."""
     p = _resolve(path)
     examples: list[dict[str, Any]] = []
+    ids = UniqueIds()
     from chunkwise.io import read_jsonl
 
     for line_no, art in read_jsonl(p):  # bad lines (any way) are one-line BadInput
-        doc_id = str(art.get("set_unique_id") or art.get("article_id"))
-        for k, q in enumerate(art.get("questions") or []):
-            options = [str(o) for o in q.get("options") or []]
-            gold = q.get("gold_label")
-            if len(options) != 4 or not isinstance(gold, int) or not 1 <= gold <= 4:
-                raise BadInput(
-                    f"{p}:{line_no} question {k}: need 4 options and gold_label 1-4 "
-                    f"(got {len(options)} options, gold_label {gold!r})"
-                )
-            difficult = int(q.get("difficult") or 0)
-            if hard_only and not difficult:
-                continue
-            letter = LETTERS[gold - 1]
-            examples.append(
-                {
-                    "id": q.get("question_unique_id") or f"{doc_id}-{k}",
-                    "context": art["article"],
-                    "input": q["question"].strip(),
-                    "options": options,
-                    "answer": {"letter": letter, "text": options[gold - 1], "options": options},
-                    "difficult": difficult,
-                    "doc_id": doc_id,
-                }
-            )
+        where = f"{p}:{line_no}"
+        for ex in article_examples(art, where):
+            ids.add(ex["id"], where)
+            if ex["difficult"] or not hard_only:
+                examples.append(ex)
     total = len(examples)
     if limit is not None:
         examples = examples[:limit]
@@ -76,4 +105,4 @@ def load_quality(
     }
 
 
-__all__ = ["DEV_FILE", "load_quality"]
+__all__ = ["DEV_FILE", "article_examples", "load_quality"]

@@ -11,7 +11,7 @@ module named ``chunkwise.eval.<anything>_benchmarks`` (found and imported on fir
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chunkwise.errors import BadInput
@@ -117,10 +117,28 @@ def discover() -> dict[str, Callable[[], Benchmark]]:
 
 
 def get_benchmark(name: str) -> Benchmark:
+    """The registered benchmark ``name``; its ``load`` checks the examples it returns."""
     factory = BENCHMARKS.get(name) or discover().get(name)
     if factory is None:
         raise BadInput(f"unknown benchmark {name!r}; valid benchmarks: {', '.join(BENCHMARKS)}")
-    return factory()
+    return checked(factory())
+
+
+def checked(bench: Benchmark) -> Benchmark:
+    """``bench`` whose ``load`` also checks the examples against the runner's contract
+    (:func:`chunkwise.data.checks.check_examples`: unique string or integer ids, string
+    context and input, options a list of strings) before any model call. Loaders check their
+    records themselves, naming ``file:line``; this is the backstop for any that misses one."""
+    from chunkwise.data.checks import check_examples
+
+    load = bench.load
+
+    def checked_load(task: str, spec: Any, **kwargs: Any) -> Any:
+        data = load(task, spec, **kwargs)
+        check_examples(data.examples, f"{bench.name} {task}")
+        return data
+
+    return replace(bench, load=checked_load)
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,4 +182,11 @@ def _infinitebench() -> Benchmark:
 
 register_benchmark("infinitebench", _infinitebench)
 
-__all__ = ["BENCHMARKS", "Benchmark", "discover", "get_benchmark", "register_benchmark"]
+__all__ = [
+    "BENCHMARKS",
+    "Benchmark",
+    "checked",
+    "discover",
+    "get_benchmark",
+    "register_benchmark",
+]

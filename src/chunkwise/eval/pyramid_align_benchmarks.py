@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from chunkwise.data.checks import UniqueIds, bad, need_id, need_str
 from chunkwise.errors import BadInput
 from chunkwise.eval.benchmarks import Benchmark, register_benchmark
 
@@ -38,6 +39,26 @@ def parse_data_spec(data: str) -> list[Path]:
     )
 
 
+def to_example(rec: dict[str, Any], where: str, fallback_id: str) -> dict[str, Any]:
+    """One Pyramid-Align record as an example; a malformed one is a BadInput naming
+    ``where`` (``file:line``) and the field."""
+    fields = {}
+    for key in ("document", "question", "answer"):
+        fields[key] = need_str(rec, key, where)
+        if not fields[key].strip():
+            raise bad(where, repr(key), "is empty")
+    rid = need_id(rec, "id", where, required=False)
+    source_id = need_id(rec, "source_id", where, required=False)
+    return {
+        "id": rid if rid is not None else fallback_id,
+        "context": fields["document"],
+        "input": fields["question"],
+        "answer": [fields["answer"]],
+        "options": [],
+        "source_id": source_id,
+    }
+
+
 def load_task(
     task: str,
     files: list[Path],
@@ -47,39 +68,29 @@ def load_task(
     seed: int = 0,
     count_tokens: Any = None,
 ):
+    """Every record of ``files`` as an example, all checked before any is returned: a line
+    that is not a record with a document, question and answer (strings), or whose id repeats
+    an earlier one, is a BadInput naming ``file:line``."""
     from chunkwise.data.longqa import TaskData
     from chunkwise.io import read_jsonl
 
     if task not in TASKS:
         raise BadInput(f"unknown pyramid_align task {task!r}; valid: {', '.join(TASKS)}")
     examples: list[dict[str, Any]] = []
-    bad = 0
+    ids = UniqueIds()
     for f in files:
-        for _, rec in read_jsonl(f, skip_bad_lines=True):
-            doc, q, a = rec.get("document"), rec.get("question"), rec.get("answer")
-            if not all(isinstance(x, str) and x.strip() for x in (doc, q, a)):
-                bad += 1
-                continue
-            examples.append(
-                {
-                    "id": rec.get("id") or f"{f.stem}-{len(examples)}",
-                    "context": doc,
-                    "input": q,
-                    "answer": [a],
-                    "options": [],
-                    "source_id": rec.get("source_id"),
-                }
-            )
+        for line, rec in read_jsonl(f):
+            where = f"{f}:{line}"
+            examples.append(to_example(rec, where, f"{f.stem}-{len(examples)}"))
+            ids.add(examples[-1]["id"], where)
     if not examples:
         raise BadInput(
-            f"no Pyramid-Align records with a document, question and answer in "
-            f"{', '.join(str(f) for f in files)} ({bad} incomplete records skipped; lines that "
-            "are not JSON are logged)"
+            f"no Pyramid-Align records in {', '.join(str(f) for f in files)} (the files are empty)"
         )
     total = len(examples)
     if limit is not None:
         examples = examples[:limit]
-    source = {"files": [str(f) for f in files], "total": total, "skipped_invalid": bad}
+    source = {"files": [str(f) for f in files], "total": total}
     return TaskData(task, examples, source, total)
 
 
@@ -115,4 +126,4 @@ def _pyramid_align() -> Benchmark:
 
 register_benchmark("pyramid_align", _pyramid_align)
 
-__all__ = ["TASKS", "load_task", "parse_data_spec"]
+__all__ = ["TASKS", "load_task", "parse_data_spec", "to_example"]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chunkwise.data.checks import UniqueIds, need_id, need_str, wrong_type
 from chunkwise.data.infinitebench import synthetic_length
 from chunkwise.errors import BadInput
 from chunkwise.eval.benchmarks import Benchmark, register_benchmark
@@ -143,25 +144,42 @@ def parse_data_spec(data: str) -> RulerData:
     )
 
 
-def _check_record(rec: Any, where: str) -> dict[str, Any]:
+def _check_meta(task: str, meta: dict[str, Any], where: str) -> None:
+    """The fields :func:`build_query` renders the question from (see ``data/ruler.py``)."""
+    from chunkwise.data import ruler
+
+    forms = ruler.templates()["kinds"][ruler.TASKS[task].kind]["chat"]
+    form = meta.get("form", "one")
+    if not isinstance(form, str) or form not in forms:
+        raise wrong_type(where, "'meta.form'", f"one of {', '.join(map(repr, forms))}", form)
+    for key in ("query", "kind", "kind_one"):
+        need_str(meta, key, where, required=False, prefix="meta.")
+    count = meta.get("count")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, (int, str))):
+        raise wrong_type(where, "'meta.count'", "an integer", count)
+
+
+def _check_record(rec: Any, where: str, task: str | None = None) -> dict[str, Any]:
     if not isinstance(rec, dict):
         raise BadInput(f"{where}: a record must be a JSON object")
     missing = [k for k in ("id", "context", "answer") if k not in rec]
     if missing:
         raise BadInput(f"{where}: record has no {', '.join(repr(k) for k in missing)} field")
-    rid = rec["id"]
-    if isinstance(rid, bool) or not isinstance(rid, (int, str)):
-        raise BadInput(f"{where}: record id {rid!r} must be an integer or a string")
+    rid = need_id(rec, "id", where)
     if not isinstance(rec["context"], str):
         raise BadInput(f"{where}: id {rid}: context must be a string")
     answer = rec["answer"]
     if isinstance(answer, str):
         answer = [answer]
-    if not isinstance(answer, list) or not answer or not all(isinstance(a, str) for a in answer):
+    if not isinstance(answer, list) or not all(isinstance(a, str) for a in answer):
         raise BadInput(f"{where}: id {rid}: answer must be a non-empty list of strings")
+    if not any(answer):  # scoring needs one non-empty expected answer
+        raise BadInput(f"{where}: id {rid}: answer holds no non-empty string")
     meta = rec.get("meta") or {}
     if not isinstance(meta, dict):
         raise BadInput(f"{where}: id {rid}: meta must be an object")
+    if meta and task is not None:
+        _check_meta(task, meta, where)
     question = rec.get("input") or ""
     if not isinstance(question, str):
         raise BadInput(f"{where}: id {rid}: input must be a string")
@@ -181,7 +199,10 @@ def _from_folder(task: str, folder: Path) -> tuple[list[dict[str, Any]], Path]:
     for name in (f"{task}.jsonl", f"ruler_{task}.jsonl"):
         path = folder / name
         if path.is_file():
-            recs = [_check_record(r, f"{path}:{line}") for line, r in read_jsonl(path)]
+            ids, recs = UniqueIds(), []
+            for line, r in read_jsonl(path):
+                recs.append(_check_record(r, f"{path}:{line}", task))
+                ids.add(recs[-1]["id"], f"{path}:{line}")
             return recs, path
     present = sorted(p.name for p in folder.glob("*.jsonl"))
     raise BadInput(
