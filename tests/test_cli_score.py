@@ -101,6 +101,47 @@ def test_score_math_calc_model_name(main, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["score"] == 100.0
 
 
+@pytest.mark.parametrize("task", ["math_calc", "math_find", "code_run"])
+def test_score_an_answer_past_the_int_digit_limit(main, tmp_path, capsys, task):
+    """A digit run int() refuses (over 4,300 digits) is scored, with or without
+    --skip-bad-lines: it used to end in a ValueError traceback."""
+    long = "9" * (sys.get_int_max_str_digits() + 100)
+    gold = {"math_calc": [5, 6], "math_find": 5, "code_run": 5}[task]
+    rows = [
+        {"id": 0, "prediction": f"{long} 5 6", "ground_truth": gold},
+        {"id": 1, "prediction": "5 6" if task == "math_calc" else "5", "ground_truth": gold},
+    ]
+    f = preds(tmp_path, [json.dumps(r) for r in rows])
+    for extra in ([], ["--skip-bad-lines"]):
+        assert main(["score", "--task", task, "--predictions", str(f), *extra]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert (out["score"], out["n"]) == (50.0, 2), out
+
+
+def test_score_auto_scores_a_chunkwise_mapreduce_line_as_eval_does(main, tmp_path, capsys):
+    """The default (auto) reads the strategy a chunkwise line names: a mapreduce line whose
+    raw reduce text has a Rationale scores on its parsed answer; the reference's processing
+    keeps the raw text, whose first integer is the part number."""
+    line = {
+        "id": 0,
+        "prediction": "62070",
+        "raw_output": "Rationale: Part 3 states it directly.\nAnswer: 62070",
+        "ground_truth": "62070",
+        "strategy": "mapreduce",
+    }
+    f = preds(tmp_path, [json.dumps(line)])
+    args = ["score", "--task", "passkey", "--predictions", str(f)]
+    for extra, want in (
+        ([], 100.0),
+        (["--extract", "auto"], 100.0),
+        (["--extract", "mapreduce"], 0.0),
+    ):
+        assert main([*args, *extra]) == 0
+        assert json.loads(capsys.readouterr().out)["score"] == want, extra
+    assert main([*args, "--extract", "nope"]) == 2
+    assert "valid extractors: auto, none, parsed" in one_line_error(capsys.readouterr().err)
+
+
 def test_score_run_directly(tmp_path, capsys):
     parser = argparse.ArgumentParser()
     score.add_arguments(parser)

@@ -3,7 +3,8 @@
 The HF ``features=`` cast turns every answer into ``list[str]``, which the official scorer does
 not handle: one-element lists are unwrapped for single-answer tasks, code_run / math_find /
 math_calc get ints (or a float for a fractional math_find answer), multiple choice and
-code_debug get ``[option_text, letter]``.
+code_debug get ``[option_text, letter]``. Integers written as text are read at any length
+(:func:`~chunkwise.eval.ib_numbers.parse_int`; ``int()`` stops at 4,300 digits).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from typing import Any
 
 from chunkwise.errors import BadInput
+from chunkwise.eval.ib_numbers import decimal, parse_int
 
 TASKS: tuple[str, ...] = (
     "passkey",
@@ -47,30 +49,42 @@ def _single(task: str, label: Any) -> Any:
     return label
 
 
+def _show(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, shortened in the middle when long (a gold answer can be huge)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit limit, somewhere inside
+        return f"of type {type(value).__name__}"
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit // 2]}...{text[-limit // 2 :]} ({len(text)} characters)"
+
+
 def _as_int(task: str, value: Any) -> int:
     if isinstance(value, bool):
-        raise BadInput(f"{task}: answer {value!r} is not a number")
+        raise BadInput(f"{task}: answer {_show(value)} is not a number")
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    raise BadInput(f"{task}: answer {value!r} is not an integer")
+        parsed = parse_int(value)  # int() of any length (int() itself stops at 4,300 digits)
+        if parsed is not None:
+            return parsed
+    raise BadInput(f"{task}: answer {_show(value)} is not an integer")
 
 
 def _as_number(task: str, value: Any) -> int | float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if isinstance(value, float) and not math.isfinite(value):
-            raise BadInput(f"{task}: answer {value!r} is not a finite number")
+            raise BadInput(f"{task}: answer {_show(value)} is not a finite number")
         return value
     if isinstance(value, str):
         s = value.strip()
         if re.fullmatch(r"[+-]?\d+", s):
-            return int(s)
+            parsed = parse_int(s)
+            if parsed is not None:
+                return parsed
         try:
             f = float(s)
         except ValueError:
@@ -78,15 +92,17 @@ def _as_number(task: str, value: Any) -> int | float:
         else:
             if math.isfinite(f):
                 return f
-    raise BadInput(f"{task}: answer {value!r} is not a number")
+    raise BadInput(f"{task}: answer {_show(value)} is not a number")
 
 
 def _as_text(task: str, value: Any) -> str:
     if isinstance(value, str):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return decimal(value)  # str() of an int stops at 4,300 digits
+    if isinstance(value, float):
         return str(value)
-    raise BadInput(f"{task}: answer {value!r} is not a string")
+    raise BadInput(f"{task}: answer {_show(value)} is not a string")
 
 
 def _letters_for(task: str) -> str:
@@ -133,7 +149,7 @@ def normalize_label(task: str, label: Any, options: list[str] | None = None) -> 
         if idx < len(letters):
             return [text, letters[idx]]
     raise BadInput(
-        f"{task}: answer {label!r} must be [option text, letter] (or an option text "
+        f"{task}: answer {_show(label)} must be [option text, letter] (or an option text "
         "together with the record's options)"
     )
 

@@ -10,6 +10,10 @@
   regex it uses does not cross newlines), and multiple choice also knows the ``Answer:`` prefix;
   code_debug also accepts an answer that starts with the letter or function name; dialogue
   accepts any gold name as a case-insensitive substring. Every other task is scored as official.
+
+Where the official code calls ``int()`` on the answer (code_run, math_find, math_calc), the
+rules compare canonical decimal text instead (:mod:`.ib_numbers`): the same verdicts, and no
+crash on a digit run past Python's 4,300-digit ``int()`` limit.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
+
+from chunkwise.eval.ib_numbers import decimal, int_text
 
 # --------------------------------------------------------------------------------------------
 # small text helpers
@@ -187,10 +193,8 @@ def off_code_run(pred: str, label: int, model_name: str | None = None) -> float:
     words = _blank_out(pred.strip(), _RUN_MARKS).split()
     if not words:
         return 0.0
-    try:
-        return float(int(words[-1]) == label)
-    except ValueError:
-        return 0.0
+    # int(words[-1]) == label, without int()'s 4,300-digit limit (a non-number scores 0)
+    return float(int_text(words[-1]) == decimal(label))
 
 
 _FIRST_NUMBER = re.compile(r"\d+\.\d+|\d+")
@@ -203,17 +207,19 @@ def off_math_find(pred: str, label: int | float, model_name: str | None = None) 
     found = m.group(0)
     if isinstance(label, int):
         # int("12.5") raises in the official code (crashing the run); it cannot equal an int.
-        return float("." not in found and int(found) == label)
-    return float(float(found) == label)
+        # The digits are compared as text: int() of a long run would raise too.
+        return float("." not in found and int_text(found) == decimal(label))
+    return float(float(found) == label)  # float() takes text of any length
 
 
 def off_math_calc(pred: str, label: list[int], model_name: str | None = None) -> float:
-    values = [int(run) for run in _DIGIT_RUN.findall(pred)]
+    # the official int(run) of every digit run, as canonical text (any length)
+    values = [run.lstrip("0") or "0" for run in _DIGIT_RUN.findall(pred)]
     if model_name == "gpt4":  # its prompt makes GPT-4 echo the first operand first
         values = values[1:]
     matched = 0
     for want, got in zip(label, values, strict=False):
-        if want != got:
+        if decimal(want) != got:
             break
         matched += 1
     return matched / len(label)
