@@ -140,3 +140,49 @@ def test_score_reads_a_chunkwise_lines_raw_output(tmp_path):
     f.write_text(json.dumps(line) + "\n", encoding="utf-8")
     assert score_predictions_file("code_debug", f, "official", "none")["score"] == 0.0
     assert score_predictions_file("code_debug", f, "official", "mapreduce")["score"] == 100.0
+
+
+# --------------------------------------------------------------------------------------------
+# extract: auto, by who wrote the prompts (issue #47, defect 0)
+
+
+def test_auto_resolves_by_the_strategys_prompts():
+    from chunkwise.eval.extractors import AUTO_EXTRACT, EXTRACTOR_INFO, resolve_extract
+
+    # our MapReduce prompt sets: the answer the strategy parsed from their Answer: field
+    assert resolve_extract("auto", "mapreduce") == "parsed"
+    assert not EXTRACTOR_INFO["parsed"].reads_raw
+    # other strategies, and lines that name none (released files): the answer as it is
+    for strategy in ("standard", "chain_of_agents", "raptor", "dtcrs", "retrieval", "", None):
+        assert resolve_extract("auto", strategy) == "none", strategy
+    # a name given is kept, whatever the strategy
+    for name in EXTRACTORS:
+        assert resolve_extract(name, "mapreduce") == name
+    assert set(AUTO_EXTRACT.values()) <= set(EXTRACTORS)
+
+
+def test_parsed_puts_the_answer_prefix_where_the_official_rules_need_it():
+    from chunkwise.eval.extractors import extract_parsed
+    from chunkwise.eval.metrics import score_one
+
+    assert extract_parsed("passkey", "62070") == "62070"
+    assert extract_parsed("longbook_qa_eng", "Paris") == "Paris"
+    assert extract_parsed("code_debug", "B") == "answer: B"
+    assert extract_parsed("longbook_choice_eng", "C. Snowfield") == "answer: C. Snowfield"
+    assert extract_parsed("code_debug", "") == ""  # no answer stays no answer
+    # a bare letter scores 0 on code_debug's official rule; with the prefix it is read
+    assert score_one("code_debug", "B", ["func_b", "B"]) == 0.0
+    assert score_one("code_debug", extract_parsed("code_debug", "B"), ["func_b", "B"]) == 1.0
+    for pick in ("C", "Snowfield", "C. Snowfield"):
+        got = extract_parsed("longbook_choice_eng", pick)
+        assert score_one("longbook_choice_eng", got, ["Snowfield", "C"]) == 1.0, pick
+
+
+def test_answer_field_drops_only_a_space_after_the_marker():
+    # a scaffold ending in "Answer:" gets a completion that may start with the digit itself
+    assert extract_answer_field("passkey", "Answer:62070") == "62070"
+    assert extract_answer_field("passkey", "Answer: 62070") == "62070"
+    assert extract_answer_field("code_debug", "Answer:\nB") == "answer: B"
+    assert extract_answer_field("passkey", "Answer:  62070") == " 62070"
+    # the reference drops one character whatever it is
+    assert extract_mapreduce("longbook_qa_eng", "Answer:Paris") == "aris"

@@ -2,14 +2,15 @@
 
 Every released MiniCPM3-4B example becomes a benchmark example (its gold answer, a one-chunk
 document); a scripted chat model answers the map call with a finding and the reduce call with
-that example's released raw reduce text. ``chunkwise eval --strategy mapreduce`` then scores as
-the reference pipeline does (its ``process_answer``, then InfiniteBench's official scorer), to
-0.01 of the table in ../shared/data/README.md (the summary task, whose ROUGE takes ~20 s, is
+that example's released raw reduce text. ``chunkwise eval --strategy mapreduce --extract
+mapreduce`` then scores as the reference pipeline does (its ``process_answer``, then
+InfiniteBench's official scorer), to 0.01 of the table in ../shared/data/README.md (the summary task, whose ROUGE takes ~20 s, is
 covered by tests/eval/test_metrics.py). Skipped without the shared data.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -85,7 +86,7 @@ class _Replay(ScriptedLLM):
         return super()._generate(free)
 
 
-def _run(tmp_path, task: str):
+def _run(tmp_path, task: str, extract: str = "mapreduce"):
     if not (RELEASED / f"preds_{task}.jsonl").is_file():
         pytest.skip(f"released outputs not present: {RELEASED}")
     lines = [json.loads(x) for x in (RELEASED / f"preds_{task}.jsonl").open(encoding="utf-8")]
@@ -107,6 +108,8 @@ def _run(tmp_path, task: str):
         tasks=[task],
         data=str(data),
         save_trace=False,
+        # the replies are the reference's, not what our prompts produce: its own processing
+        extract=extract,
         output=str(tmp_path / "run"),
     )
     llm = _replaying_model({r["id"]: r["prediction"] for r in lines})
@@ -117,7 +120,7 @@ def _run(tmp_path, task: str):
 def test_runner_scores_mapreduce_as_the_reference(tmp_path, task):
     res, lines = _run(tmp_path, task)
     block = res["results"][task]
-    assert block["extract"] == "mapreduce"  # extract: auto under the mapreduce strategy
+    assert block["extract"] == "mapreduce"  # asked for by name: these are reference outputs
     assert block["n"] == len(lines) and block["errors"] == 0
     assert block["score"] == pytest.approx(OFFICIAL[task], abs=0.01)
     lo, hi = block["score_ci95"]
@@ -125,3 +128,74 @@ def test_runner_scores_mapreduce_as_the_reference(tmp_path, task):
     # the raw reduce text is what the prediction line keeps for scoring
     first = json.loads((tmp_path / "run" / "predictions" / f"{task}.jsonl").open().readline())
     assert first["raw_output"] == lines[0]["prediction"]
+
+
+# --------------------------------------------------------------------------------------------
+# our own prompts: the default scores what they produce (issue #47, defect 0)
+
+_PART = re.compile(r"===== Part of the document =====\n(.*?)\n===== End of part", re.S)
+_KEY = re.compile(r"pass key is (\d+)")
+
+
+def _our_chat_model() -> ScriptedLLM:
+    """Follows our chat prompts: a map call finds the key in its part (else NO INFORMATION);
+    the reduce call answers as the issue's model did, with a rationale naming the part."""
+
+    def reply(m: re.Match[str]) -> str:
+        part = _PART.search(m.string)
+        if part is None:  # the reduce call: the findings carry the key
+            return f"Rationale: Part 3 states it directly.\nAnswer: {_KEY.search(m.string)[1]}"
+        found = _KEY.search(part.group(1))
+        if found is None:
+            return "Extracted Information: none.\nRationale: not here.\nAnswer: [NO INFORMATION]"
+        return (
+            f"Extracted Information: The pass key is {found[1]}.\nRationale: stated.\n"
+            f"Answer: {found[1]}\nConfidence Score: 5"
+        )
+
+    llm = ScriptedLLM(rules=[(r".", reply)], window=32768)
+    llm.chat = True
+    return llm
+
+
+def _passkey_folder(tmp_path, keys: list[str]):
+    data = tmp_path / "data"
+    data.mkdir()
+    filler = "The grass is green. The sky is blue. The sun is yellow. " * 30
+    with (data / "passkey.jsonl").open("w", encoding="utf-8") as f:
+        for i, key in enumerate(keys):
+            context = f"{filler}The pass key is {key}. Remember it. {key} is the pass key. {filler}"
+            rec = {"id": i, "context": context, "input": "What is the pass key?", "answer": key}
+            rec["options"] = []
+            f.write(json.dumps(rec) + "\n")
+    return data
+
+
+def test_auto_scores_our_mapreduce_prompts_on_the_parsed_answer(tmp_path):
+    from chunkwise.eval.metrics import score_one
+
+    keys = ["62070", "31415", "27182"]
+    args = {"prompts": "chat", "grounding": True, "snap_quotes": True, "anchor_quotes": True}
+    cfg = EvalConfig(
+        model="scripted:ours",
+        strategy="mapreduce",
+        strategy_args={**args, "chunk_tokens": 120},
+        tasks=["passkey"],
+        data=str(_passkey_folder(tmp_path, keys)),
+        context_window=4096,
+        output=str(tmp_path / "run"),
+    )
+    res = run_eval(cfg, llm=_our_chat_model(), progress=False)
+    block = res["results"]["passkey"]
+    preds = [json.loads(x) for x in (tmp_path / "run" / "predictions" / "passkey.jsonl").open()]
+    assert [p["prediction"] for p in preds] == keys
+    assert all(p["raw_output"].startswith("Rationale: Part 3") for p in preds)
+    assert preds[0]["stats"]["chunks"] > 3 and preds[0]["stats"]["prompt_version"] == "mr-chat-3"
+    # the score is the predictions' own score: extract auto under mapreduce is `parsed`
+    assert block["extract"] == "parsed"
+    want = 100 * sum(score_one("passkey", p["prediction"], p["ground_truth"]) for p in preds) / 3
+    assert block["score"] == want == 100.0
+    # the reference's processing keeps our raw reduce text, whose first integer is the part
+    # (a rerun of the finished run with another --extract: it rescores, no model call)
+    ref = run_eval(dataclasses.replace(cfg, extract="mapreduce"), llm=ScriptedLLM(), progress=False)
+    assert ref["results"]["passkey"]["score"] == 0.0

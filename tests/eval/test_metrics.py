@@ -39,7 +39,7 @@ def test_registry_covers_the_twelve_tasks():
     assert len(TASKS) == 12
     assert set(TASKS) == set(OFFICIAL) == set(LENIENT)
     assert set(SCORERS) == {"official", "lenient"}
-    assert set(EXTRACTORS) == {"none", "mapreduce", "answer_field"}
+    assert set(EXTRACTORS) == {"none", "parsed", "mapreduce", "answer_field"}
 
 
 def test_unknown_task_and_scorer_list_valid_names():

@@ -86,8 +86,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scorer", help="official | lenient (default: official)")
     p.add_argument(
         "--extract",
-        help="answer extraction before scoring: auto (default: LLM×MapReduce's own under the "
-        "mapreduce strategy, none otherwise) | none | mapreduce | answer_field",
+        help="answer extraction before scoring: auto | none | parsed | mapreduce | answer_field "
+        "(default: auto, by the reply format of the strategy's prompts: parsed under mapreduce "
+        "(the answer the strategy parsed from our prompts' Answer: field, 'answer: ' in front "
+        "for multiple choice and code_debug), none otherwise. mapreduce is LLM×MapReduce's own "
+        "process_answer, for replies in the reference's format: on ours it keeps a retrieval "
+        "task's whole 'Rationale: ... Answer: ...'. Rerunning a finished run with another "
+        "--extract or --scorer rescores it without loading the model)",
     )
     p.add_argument("--output", help="run folder, e.g. runs/NAME (rerun to resume)")
     p.add_argument(

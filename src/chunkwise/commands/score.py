@@ -25,10 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--extract",
-        default="none",
-        help=f"answer extraction before scoring: {' | '.join(EXTRACTORS)} (default: none; "
-        "mapreduce is LLM×MapReduce's own process_answer on a reduce-stage output, "
-        "answer_field our stricter reading; both read a chunkwise line's raw_output)",
+        default="auto",
+        help=f"answer extraction before scoring: auto | {' | '.join(EXTRACTORS)} (default: "
+        "auto: per line, by the strategy a chunkwise prediction line names, as `chunkwise "
+        "eval` scores it: parsed for mapreduce, none otherwise and for lines that name no "
+        "strategy. parsed is the strategy's parsed answer ('answer: ' in front for multiple "
+        "choice and code_debug); mapreduce is LLM×MapReduce's own process_answer, for the "
+        "reference's released reduce outputs (on ours it keeps a retrieval task's Rationale); "
+        "answer_field our stricter reading; those two read a chunkwise line's raw_output)",
     )
     parser.add_argument(
         "--skip-bad-lines",

@@ -2,14 +2,15 @@
 
 The pieces, one module each: :mod:`.ib_labels` (the tasks and gold answers in their native
 types), :mod:`.ib_rules` (the ``official`` and ``lenient`` rules, rule for rule) and
-:mod:`.extractors` (``none``, ``mapreduce`` = LLM×MapReduce's own answer processing,
-``answer_field`` = our stricter one). This module puts them together; everything is
+:mod:`.extractors` (``none``, ``parsed`` = the strategy's parsed answer, for our MapReduce
+prompts, ``mapreduce`` = LLM×MapReduce's own answer processing, ``answer_field`` = our stricter
+one). This module puts them together; everything is
 re-exported here, so ``chunkwise.eval.metrics`` stays the one import for scoring.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ from chunkwise.eval.extractors import (
     extract_answer_field,
     extract_mapreduce,
     extract_none,
+    extract_parsed,
     reads_raw,
+    resolve_extract,
 )
 from chunkwise.eval.ib_labels import TASKS, check_task, normalize_label
 from chunkwise.eval.ib_rules import LENIENT, OFFICIAL, SCORERS, Rule
@@ -35,11 +38,11 @@ def _check_scorer(scorer: str) -> dict[str, Rule]:
     return rules
 
 
-def _check_extractor(extract: str) -> Callable[[str, str], str]:
-    fn = EXTRACTORS.get(extract)
-    if fn is None:
-        raise BadInput(f"unknown extractor {extract!r}; valid extractors: {', '.join(EXTRACTORS)}")
-    return fn
+def _check_extractor(extract: str) -> None:
+    if extract != "auto" and extract not in EXTRACTORS:
+        raise BadInput(
+            f"unknown extractor {extract!r}; valid extractors: auto, {', '.join(EXTRACTORS)}"
+        )
 
 
 def score_one(
@@ -93,14 +96,16 @@ def score_predictions_file(
 
     An extractor that reads raw output (``mapreduce``, ``answer_field``) takes a chunkwise
     prediction line's ``raw_output`` when it has one (the released LLM×MapReduce files hold
-    the raw reduce text in ``prediction``).
+    the raw reduce text in ``prediction``). ``auto`` resolves line by line from the line's
+    ``strategy`` (:func:`~chunkwise.eval.extractors.resolve_extract`): a chunkwise run's file
+    then scores as its results.json does, and a line that names no strategy is taken as is.
 
     Returns ``{"task", "scorer", "score" (percent), "n", "skipped"}``. A malformed line raises
     :class:`BadInput` naming ``file:line`` unless ``skip_bad_lines``, which counts it instead.
     """
     _check_task(task)
     rules = _check_scorer(scorer)
-    extractor = _check_extractor(extract)
+    _check_extractor(extract)
     path = Path(path)
     total = 0.0
     n = 0
@@ -115,9 +120,10 @@ def score_predictions_file(
                 skipped += 1
                 continue
             raise _line_error(path, lineno, None, e) from None
+        name = resolve_extract(extract, _strategy(record))
         try:
-            pred, gold = _prediction_and_gold(task, record, raw=reads_raw(extract))
-            total += float(rules[task](extractor(task, pred), gold, model_name))
+            pred, gold = _prediction_and_gold(task, record, raw=reads_raw(name))
+            total += float(rules[task](EXTRACTORS[name](task, pred), gold, model_name))
         except BadInput as e:
             if skip_bad_lines:
                 skipped += 1
@@ -138,6 +144,12 @@ def _parse_line(line: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise BadInput("expected a JSON object")
     return record
+
+
+def _strategy(record: dict[str, Any]) -> str | None:
+    """The strategy a chunkwise prediction line names (None for other files)."""
+    value = record.get("strategy")
+    return value if isinstance(value, str) else None
 
 
 def _prediction_and_gold(task: str, record: dict[str, Any], raw: bool = False) -> tuple[str, Any]:
@@ -173,6 +185,7 @@ __all__ = [
     "extract_answer_field",
     "extract_mapreduce",
     "extract_none",
+    "extract_parsed",
     "normalize_label",
     "score_one",
     "score_predictions_file",

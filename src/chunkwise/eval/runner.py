@@ -14,16 +14,19 @@ Any registered strategy is a decoding mode: the runner builds it from its name a
 calls ``answer(document, query, llm)``; nothing here knows one strategy from another. The model
 it hands over records every call (:mod:`.recording`), which gives each prediction its exact
 prompt(s) and the raw text of the last call. Scoring reads that raw text when the extractor
-asks for it: ``extract: auto`` is LLM×MapReduce's own answer processing under the mapreduce
-strategy (:data:`~chunkwise.eval.extractors.AUTO_EXTRACT`), so a mapreduce run scores as the
-reference pipeline does.
+asks for it. ``extract: auto`` picks the extractor for the reply format of the strategy's prompt
+sets (:data:`~chunkwise.eval.extractors.AUTO_EXTRACT`): under mapreduce, the strategy's parsed
+answer (``parsed``), which is what our prompts' ``Answer:`` field holds; LLM×MapReduce's own
+processing (``mapreduce``) is for the reference's outputs and is asked for by name.
 
 Order of work: config, benchmark, tasks, scoring, templates and strategy are checked; then the
 data is loaded and checked (sources that need no tokenizer) before the model is; config.yaml
 is written only when the first prediction exists (:mod:`.run_dir`).
 
 Resuming: every prediction is appended and fsynced as soon as it exists, so rerunning the same
-command skips the ids already written; examples that failed are tried again. A run folder whose
+command skips the ids already written; examples that failed are tried again. A rerun with
+nothing left to answer (e.g. rescoring with another ``--extract``) does not load the model
+when an earlier results file recorded it (:mod:`.rescore`). A run folder whose
 config.yaml differs from the new config (in anything but where it is written, how it is scored,
 or wandb) is refused.
 
@@ -50,6 +53,7 @@ from chunkwise.eval.distributed import Dist
 from chunkwise.eval.extractors import ANSWER_MARKERS, resolve_extract
 from chunkwise.eval.recording import RecordingLLM
 from chunkwise.eval.report import finish, score_record, wandb_samples
+from chunkwise.eval.rescore import rescore_model_info
 from chunkwise.eval.results import stat_block, stat_sums
 from chunkwise.eval.run_dir import (
     drop_errored,
@@ -173,16 +177,20 @@ def _run_eval(
 
     # the data first: a missing file or an unreachable hub fails before the model loads
     loaded: dict[str, Any] = {}
+    ids: dict[str, list[Any]] = {}  # every task's ids: is anything left to answer?
     if not getattr(plan.data_spec, "needs_tokenizer", False):
         for k, task in enumerate(plan.tasks):
             td = _load(plan, task, None)
+            ids[task] = [ex["id"] for ex in td.examples]
             if k == 0:  # kept; the others are read again in their turn (contexts are large)
                 loaded[task] = td
             del td
 
     own_llm = llm is None
+    # a rescore (every example answered) calls no model: an earlier scoring's model block stands in
+    stored = rescore_model_info(out, redact(cfg.model), ids) if own_llm else None
     t0 = time.perf_counter()
-    if own_llm:
+    if own_llm and stored is None:
         from chunkwise.llm import load_llm
 
         llm = load_llm(cfg.model)
@@ -191,8 +199,11 @@ def _run_eval(
     totals: dict[str, int] = {}
     examples: dict[str, list[dict[str, Any]]] = {}
     try:
-        kind = cfg.prompts if cfg.prompts != "auto" else ("chat" if llm.chat else "base")
-        window = plan.strategy.effective_window(llm)
+        if stored is not None:
+            kind, window = stored["prompt_kind"], stored["strategy_window"]
+        else:
+            kind = cfg.prompts if cfg.prompts != "auto" else ("chat" if llm.chat else "base")
+            window = plan.strategy.effective_window(llm)
         s = _Session(
             cfg,
             plan.bench,
@@ -207,15 +218,16 @@ def _run_eval(
             plan.templates,
         )
         for task in plan.tasks:
-            td = loaded.pop(task, None) or _load(plan, task, llm.count_tokens)
+            count = llm.count_tokens if llm is not None else None  # None: rescoring
+            td = loaded.pop(task, None) or _load(plan, task, count)
             sources[task], totals[task] = td.source, td.total
             # keep only what scoring needs: contexts can be hundreds of MB per task
             examples[task] = [{"id": ex["id"]} for ex in td.examples]
             _generate(s, task, td.examples)
             del td
-        model_info = _model_info(cfg, llm, kind, window)
+        model_info = stored if stored is not None else _model_info(cfg, llm, kind, window)
     finally:
-        if own_llm:
+        if own_llm and llm is not None:
             llm.close()
     dist.barrier()  # every rank's shard is complete
     if not dist.is_main:
@@ -223,6 +235,7 @@ def _run_eval(
     results = finish(s, plan.tasks, examples, sources, totals, model_info, resumed)
     results["timing"] = {
         "model_load_seconds": round(load_s, 3),
+        "model_loaded": llm is not None,
         "session_seconds": round(time.perf_counter() - t_start, 3),
         "generation_seconds_all_sessions": round(
             sum(results["strategy_stats"][t]["seconds"] for t in plan.tasks), 3
