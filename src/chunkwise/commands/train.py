@@ -34,6 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="with --plan: JSON rows, no table")
     parser.add_argument(
+        "--trust_checkpoint",
+        action="store_true",
+        help="resume even from a checkpoint whose files do not match the sha256 its save "
+        "recorded (or that records none: an older chunkwise); resuming unpickles them, so only "
+        "for checkpoints you trust",
+    )
+    parser.add_argument(
         "overrides",
         nargs=argparse.REMAINDER,
         metavar="--key=value",
@@ -64,9 +71,13 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput("name a recipe YAML (or --plan RECIPE)")
     from chunkwise.train.loop import run as train
     from chunkwise.train.recipe import load_recipe
+    from chunkwise.train.saving import TRUST_FLAG
 
-    recipe = load_recipe(args.recipe, args.overrides)
-    summary = train(recipe)
+    overrides = list(args.overrides or [])
+    trust = args.trust_checkpoint or TRUST_FLAG in overrides  # also after the recipe
+    overrides = [o for o in overrides if o != TRUST_FLAG]
+    recipe = load_recipe(args.recipe, overrides)
+    summary = train(recipe, trust_checkpoint=trust)
     final = summary.get("final") or {}
     print(
         json.dumps(

@@ -38,6 +38,7 @@ from chunkwise.embed import Embedder, get_embedder
 from chunkwise.errors import BadInput, ChunkwiseError, LLMRequestError
 from chunkwise.io import JsonlAppender, atomic_write_json
 from chunkwise.llm import LLM
+from chunkwise.run_folders import check_run_folder
 from chunkwise.strategies import Query, get_strategy
 from chunkwise.strategies.mapreduce import CollapseError, to_intermediate
 from chunkwise.synth.calls import BatchingLLM, Meter, StageLLM
@@ -351,22 +352,15 @@ def _part(cfg: SynthConfig) -> str:
 
 def _check_out_dir(cfg: SynthConfig) -> Path:
     out = Path(cfg.out)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"--out {out} exists and is not a folder")
     cfg_path = out / SETTINGS_FILE
-    if out.is_dir() and not cfg_path.exists() and _foreign_files(out):
-        raise BadInput(
-            f"--out {out} already holds files that chunkwise synth did not write (no "
-            "config.json of a synthesis run); give a new or empty folder"
-        )
+    # a parallel shard may be writing its temporary config file: not someone else's file
+    ignore = (f".{SETTINGS_FILE}.",)
+    check_run_folder(
+        out, (SETTINGS_FILE,), made_by="chunkwise synth", option="--out", ignore=ignore
+    )
     out.mkdir(parents=True, exist_ok=True)
     check_settings(cfg_path, cfg.content())
     return out
-
-
-def _foreign_files(out: Path) -> list[str]:
-    """Entries of ``out`` other than the temporary config file a parallel shard may be writing."""
-    return [p.name for p in out.iterdir() if not p.name.startswith(".config.json.")]
 
 
 class SynthFailed(ChunkwiseError):

@@ -45,8 +45,11 @@ from chunkwise.train.runinfo import (
 )
 from chunkwise.train.saving import (
     FINAL_TMP,
+    TRUST_FLAG,
     checkpoints,
+    hold_output_dir,
     incomplete_final,
+    resume_point,
     save_checkpoint,
     save_final,
     save_full_model,
@@ -62,8 +65,18 @@ KILL_ENV = "CHUNKWISE_TRAIN_KILL_AT_STEP"
 HOLD_ENV = "CHUNKWISE_TRAIN_HOLD_AT_STEP"
 
 
-def run(recipe: Recipe) -> dict[str, Any]:
-    """Train per ``recipe``; returns a summary (also written to ``train_info.json``)."""
+def run(recipe: Recipe, *, trust_checkpoint: bool = False) -> dict[str, Any]:
+    """Train per ``recipe``; returns a summary (also written to ``train_info.json``).
+
+    ``output_dir`` must be absent, empty or a folder chunkwise train made, and is locked for
+    the run (a second run on it is refused). A resume loads the latest checkpoint only when its
+    files are those its save recorded (``trust_checkpoint=True`` skips that check: resuming
+    unpickles the checkpoint's files, see :func:`chunkwise.train.saving.resume_point`)."""
+    with contextlib.ExitStack() as held:
+        return _run(recipe, held, trust_checkpoint=trust_checkpoint)
+
+
+def _run(recipe: Recipe, held: contextlib.ExitStack, *, trust_checkpoint: bool) -> dict[str, Any]:
     import torch
     from accelerate.utils import DistributedType, set_seed
 
@@ -100,6 +113,8 @@ def run(recipe: Recipe) -> dict[str, Any]:
         project_dir=str(out_dir),
     )
     is_main = accelerator.is_main_process
+    # the main process checks and locks output_dir before any rank writes (all or none go on)
+    held.enter_context(hold_output_dir(accelerator, r))
     if not is_main:  # one set of progress lines per run, not one per rank
         logging.getLogger("chunkwise").setLevel(logging.WARNING)
     deepspeed = accelerator.distributed_type == DistributedType.DEEPSPEED
@@ -154,19 +169,11 @@ def run(recipe: Recipe) -> dict[str, Any]:
     # ---- resume ---------------------------------------------------------------------------
     ckpt_root = out_dir / "checkpoints"
     examples_hash = examples_sha256(examples)
-    start = 0
-    state: dict[str, Any] = {}
-    found = checkpoints(ckpt_root) if tc.resume == "auto" else []
-    if found:
-        step_found, path = found[-1]
-        state = json.loads((path / "trainer_state.json").read_text())
-        if state.get("examples_sha256") != examples_hash:
-            raise BadInput(
-                f"{path}: the training examples changed since this checkpoint (data, "
-                "tokenizer or format settings); use a new output_dir or "
-                "--train.resume=never"
-            )
-        start = step_found
+    start, state, resume_from = 0, {}, None
+    if tc.resume == "auto":  # checked here, before a model exists; loaded after prepare()
+        start, state, resume_from = resume_point(
+            accelerator, ckpt_root, examples_hash, trust=trust_checkpoint
+        )
 
     # ---- model ------------------------------------------------------------------------
     lora_cfg = r.model.lora
@@ -220,9 +227,9 @@ def run(recipe: Recipe) -> dict[str, Any]:
     if layout.sp != sp_size:
         raise RuntimeError(f"sequence-parallel size {layout.sp} != configured {sp_size}")
     ce_impl = "liger" if use_liger(r.model.liger, cuda) else "torch"
-    if found:
-        accelerator.load_state(str(found[-1][1]))
-        log.info("resumed from %s (step %d of %d)", found[-1][1], start, total)
+    if resume_from is not None:
+        accelerator.load_state(str(resume_from))
+        log.info("resumed from %s (step %d of %d)", resume_from, start, total)
 
     metrics_path = out_dir / "metrics.jsonl"
     repaired = incomplete_final(out_dir)
@@ -419,12 +426,14 @@ def run(recipe: Recipe) -> dict[str, Any]:
 # entry
 
 
-USAGE = """usage: train/sft.py RECIPE.yaml [--key=value ...]
+USAGE = """usage: train/sft.py RECIPE.yaml [--key=value ...] [--trust_checkpoint]
 
 Fine-tune per a recipe (recipes/*/*.yaml); --key=value overrides any recipe key, e.g.
 --train.lr=1e-5 --data.max_length=32768 --output_dir=runs/train/x. Launch on GPUs with
   accelerate launch --config_file configs/accelerate/zero3.yaml train/sft.py RECIPE.yaml
-A rerun with the same output_dir resumes from its latest checkpoint."""
+A rerun with the same output_dir resumes from its latest checkpoint, once its files match the
+sha256 recorded at save; --trust_checkpoint skips that check (resuming unpickles the files:
+only for checkpoints you trust, e.g. written by an older chunkwise)."""
 
 
 @contextlib.contextmanager
@@ -450,7 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE)
         return 0 if args else 2
     verbose = "-v" in args or "--verbose" in args
-    args = [a for a in args if a not in ("-v", "--verbose")]
+    trust = TRUST_FLAG in args
+    args = [a for a in args if a not in ("-v", "--verbose", TRUST_FLAG)]
     setup_logging(verbose=verbose)
     path, overrides = args[0], args[1:]
     if path.startswith("-"):
@@ -458,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         recipe = load_recipe(path, overrides)
-        summary = run(recipe)
+        summary = run(recipe, trust_checkpoint=trust)
     except ChunkwiseError as e:
         print(f"train: error: {e}", file=sys.stderr)
         return 2
