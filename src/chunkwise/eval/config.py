@@ -69,8 +69,9 @@ class EvalConfig:
     #: prompt cut in the middle to the window, as InfiniteBench's scripts do)
     truncation: str = "document"
     scorer: str = "official"
-    #: auto (the reference's answer processing for the strategy that has one) | none |
-    #: mapreduce | answer_field
+    #: auto (mapreduce: the strategy's parsed answer, what our prompts produce; else none) |
+    #: none | parsed | mapreduce (LLM×MapReduce's process_answer, for its own outputs) |
+    #: answer_field
     extract: str = "auto"
     output: str = "runs/eval"
     #: keep each strategy trace (every LLM call) in the prediction lines
