@@ -80,7 +80,7 @@ bench: install
 # seed and lengths from chunkwise.data.families) -> LoRA in mapreduce mode with the chat
 # protocol prompts (recipes/embedded/default-mr.yaml, 45-100 min on 2 CPU cores) -> the adapter
 # copied into src/chunkwise/models/default_mr (package data; commit it). Then measure it with
-# bench/mr_trained.py (see recipes/embedded/README.md).
+# bench/mr_trained.py (the model card: src/chunkwise/models/default_mr/README.md; history: docs/log.md).
 DEFAULT_MR_OUT ?= runs/default-mr
 # one finding per retrieval document but one per chunk of math_find: fewer reasoning documents
 DEFAULT_MR_N ?= 12
@@ -108,7 +108,7 @@ DEFAULT_MR_EXTRACTIVE_N ?= 12
 DEFAULT_MR_SEED ?= 0
 # the learning rate: at the recipe's earlier 1e-3 one seed of three lost multihop (10 against 38);
 # at 5e-4 the three agreed on every family but extractive QA and the never-trained variable
-# tracking (recipes/embedded/README.md)
+# tracking (docs/log.md)
 DEFAULT_MR_LR ?= 5.0e-4
 # 1: copy the trained adapter into the package (hf:default-mr); 0: leave it in DEFAULT_MR_OUT
 DEFAULT_MR_INSTALL ?= 1

@@ -334,7 +334,7 @@ class KVRetrieval(Family):
         ways only after the key: the model decides by copying what follows the key in the
         chunk, if anything, rather than before it has written the key down. Measured with
         ``bench/decision_probe.py``: a decision taken before the key (``Nothing in this part
-        ...``) was never learned; recipes/embedded/README.md has the numbers."""
+        ...``) was never learned; docs/log.md has the numbers."""
         found = super().nothing(doc)
         found.extracted_information = f'"{doc.meta["key"]}": not in this part.'
         return found

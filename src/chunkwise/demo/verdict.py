@@ -124,7 +124,7 @@ def verdict(cells: dict[tuple[str, str, str], Cell], size: DemoSize) -> list[str
             lines.append(
                 f"So the thesis holds for the fully trained {size.reference} on "
                 + ", ".join(t.split(":")[0] for t in ref["better"])
-                + "; where it is worse, the note in the README says why."
+                + "; where it is worse, the model card (src/chunkwise/models/default_mr/README.md) says why."
             )
         else:
             lines.append(f"Nor does the fully trained {size.reference} beat the base model here.")
