@@ -41,5 +41,8 @@ def test_llm_teacher_refuses_a_rerun_with_other_settings(tmp_path):
     (docs / "d.txt").write_text(" ".join(f"The mill opened on day {j}." for j in range(80)))
     base = dict(docs=str(docs), out=str(tmp_path / "out"), embedder="hashing", progress=False)
     run_synth(SynthConfig(**base, window=1024), llm=ScriptedLLM(default=""))
-    with pytest.raises(BadInput, match=r"other settings \(window: 1024 -> 2048\)"):
+    with pytest.raises(BadInput, match=r"other settings \(window: 1024 -> 2048\).*--override"):
         run_synth(SynthConfig(**base, window=2048), llm=ScriptedLLM(default=""))
+    again = SynthConfig(**base, window=2048, override_settings=True)
+    run_synth(again, llm=ScriptedLLM(default=""))
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["window"] == 2048

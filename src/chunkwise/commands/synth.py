@@ -50,8 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--override-settings",
         action="store_true",
-        help="oracle: continue an --out folder started with other settings (its config.json "
-        "is rewritten; records made under both stay in one file)",
+        help="continue an --out folder started with other settings (its config.json is "
+        "rewritten; records made under both stay in one folder)",
     )
     p.add_argument(
         "--model", default="hf:default", metavar="SPEC", help="model spec (default: hf:default)"
@@ -167,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         mapreduce_args=dict(parse_strategy_args(args.strategy_args)),
         push_to_hub=args.push_to_hub,
         progress=not args.no_progress,
+        override_settings=args.override_settings,
     )
     stats = run_synth(cfg)
     keys = ("documents", "examples", "level_histogram", "question_node_mix", "questions", "seconds")

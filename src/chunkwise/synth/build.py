@@ -105,6 +105,8 @@ class SynthConfig:
     split: str = "train"
     push_to_hub: str | None = None
     progress: bool = True
+    #: continue an --out folder started with other settings (config.json is rewritten)
+    override_settings: bool = False
 
     def check(self) -> None:
         if self.num_shards < 1 or not 0 <= self.shard_index < self.num_shards:
@@ -359,7 +361,12 @@ def _check_out_dir(cfg: SynthConfig) -> Path:
         out, (SETTINGS_FILE,), made_by="chunkwise synth", option="--out", ignore=ignore
     )
     out.mkdir(parents=True, exist_ok=True)
-    check_settings(cfg_path, cfg.content())
+    check_settings(
+        cfg_path,
+        cfg.content(),
+        override=cfg.override_settings,
+        override_flag="--override-settings",
+    )
     return out
 
 
