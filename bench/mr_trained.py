@@ -44,7 +44,7 @@ from chunkwise.data.families import HELDOUT_FAMILY, HELDOUT_SEED, get_family
 from chunkwise.eval.ledger import Ledger, ledger_key
 from chunkwise.eval.plots import interval_bars
 from chunkwise.llm import load_llm
-from chunkwise.llm.spec import model_identity
+from chunkwise.llm.loading import model_identity
 from chunkwise.strategies import get_strategy, parse_strategy_args
 from chunkwise.train.runinfo import git_sha
 

@@ -52,8 +52,8 @@ def cached_file_sha256(path: str | os.PathLike, cache: Path | None = None) -> st
     """:func:`file_sha256`, computed once per version of the file (see the module docstring);
     ``cache`` defaults to ``$CHUNKWISE_CACHE/digests``. A cache that cannot be read or written
     only costs a recomputation."""
+    from chunkwise.environ import cache_root
     from chunkwise.io import atomic_write_json
-    from chunkwise.llm.embedded import cache_root
 
     real = Path(path).resolve()
     cache = cache or cache_root() / "digests"

@@ -1,10 +1,18 @@
-"""Environment variables set for one block of code and put back afterwards."""
+"""Environment variables: chunkwise's cache folder (``CHUNKWISE_CACHE``), and variables set for
+one block of code and put back afterwards."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
+
+
+def cache_root() -> Path:
+    """Where chunkwise keeps what it builds once (converted models, merged adapters, digests):
+    ``$CHUNKWISE_CACHE``, else ``~/.cache/chunkwise``."""
+    return Path(os.environ.get("CHUNKWISE_CACHE", Path.home() / ".cache" / "chunkwise"))
 
 
 @contextlib.contextmanager

@@ -57,7 +57,7 @@ def test_resolves_to_an_adapter_folder_with_the_chat_template(tmp_path, monkeypa
         "hf:default"
     )
     assert default_mr.strategy_args() == {"chunk_tokens": 900}
-    from chunkwise.llm.spec import model_identity
+    from chunkwise.llm.loading import model_identity
 
     before = model_identity("vllm:default-mr")
     assert before.startswith("vllm:default-mr = default-mr-") and folder.name in before

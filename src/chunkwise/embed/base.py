@@ -12,6 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from chunkwise.embed.vectors import cosine
 from chunkwise.errors import BadInput
 
 
@@ -25,17 +26,6 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> np.ndarray: ...
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine similarity matrix of two sets of row vectors (normalized here, zero rows → 0)."""
-    a = np.atleast_2d(np.asarray(a, dtype=np.float32))
-    b = np.atleast_2d(np.asarray(b, dtype=np.float32))
-    an = np.linalg.norm(a, axis=1, keepdims=True)
-    bn = np.linalg.norm(b, axis=1, keepdims=True)
-    a = np.divide(a, an, out=np.zeros_like(a), where=an > 0)
-    b = np.divide(b, bn, out=np.zeros_like(b), where=bn > 0)
-    return a @ b.T
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkwise.embed.base import cosine
+from chunkwise.embed.vectors import cosine
 from chunkwise.environ import scoped_env
 from chunkwise.errors import BadInput, MissingDependency
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput
+from chunkwise.llm.spec import ModelSpec
 
 NAME = "default-mr"
 #: packaged adapter name -> (package folder, env variable that overrides it, make target)
@@ -84,7 +85,8 @@ def model_dir(name: str = NAME) -> Path:
     src = package_dir(name)
     if not all((src / f).is_file() for f in ADAPTER_FILES):
         raise _missing(name)
-    from chunkwise.llm.embedded import cache_root, converted_dir
+    from chunkwise.environ import cache_root
+    from chunkwise.llm.embedded import converted_dir
 
     digest = hashlib.sha256()
     for f in ADAPTER_FILES:
@@ -169,11 +171,9 @@ def counting_llm(window: int = 32768) -> Any:
     return TokenizerLLM()
 
 
-def resolve(spec: Any) -> Any:
+def resolve(spec: ModelSpec) -> ModelSpec:
     """``hf:default-mr?opts`` (or ``vllm:default-mr?opts``, or another name of
     :data:`PACKAGED`) as the spec of its adapter folder on the same backend (options kept)."""
-    from chunkwise.llm.spec import ModelSpec
-
     opts = {"chat": "on", **spec.options}
     return ModelSpec(spec.backend, str(model_dir(spec.target)), opts, None, spec.raw)
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from chunkwise.environ import cache_root
 from chunkwise.errors import MissingDependency
 
 log = logging.getLogger(__name__)
@@ -30,10 +31,6 @@ _MARKER = "chunkwise-converted.json"
 #: checked to put <bos> first (transformers 5.19's GGUF conversion, which `make vllm`'s
 #: environment has, leaves it out, and Gemma without <bos> writes nonsense)
 CONVERSION_FORMAT = 2
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("CHUNKWISE_CACHE", Path.home() / ".cache" / "chunkwise"))
 
 
 def gguf_path() -> Path:

@@ -65,7 +65,7 @@ def _digest(base: Path, adapter: Path, digests: Path | None = None) -> str:
 
 def merged_dir(base: str | Path, adapter: str | Path, cache: Path | None = None) -> Path:
     """A full-weights model folder equal to ``base`` with ``adapter`` applied (built once)."""
-    from chunkwise.llm.embedded import cache_root
+    from chunkwise.environ import cache_root
 
     base, adapter = Path(base), Path(adapter)
     if not (base / "config.json").is_file():

@@ -20,7 +20,6 @@ Forms (options after ``?`` as ``key=value`` pairs joined by ``&``)::
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +27,6 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 from chunkwise.errors import BadInput
-from chunkwise.llm.base import LLM
 
 log = logging.getLogger(__name__)
 
@@ -124,34 +122,6 @@ def parse_spec(spec: str) -> ModelSpec:
     if not rest:
         raise _bad(spec, "nothing after the backend prefix")
     return ModelSpec(backend, rest, options, adapter, raw)
-
-
-def load_llm(spec: str | ModelSpec, **overrides: str) -> LLM:
-    """Build the backend a spec names. ``overrides`` are merged into the spec's options."""
-    ms = parse_spec(spec) if isinstance(spec, str) else spec
-    if overrides:
-        ms = ModelSpec(ms.backend, ms.target, {**ms.options, **overrides}, ms.adapter, ms.raw)
-    from chunkwise.llm import default_mr  # the embedded model's packaged adapters
-
-    if ms.backend in ("hf", "vllm") and ms.target in default_mr.PACKAGED and ms.adapter is None:
-        ms = default_mr.resolve(ms)
-    module_name, func_name = BACKENDS[ms.backend].split(":")
-    loader: Callable[[ModelSpec], LLM] = getattr(importlib.import_module(module_name), func_name)
-    llm = loader(ms)
-    llm.spec = ms.raw
-    return llm
-
-
-def model_identity(spec: str) -> str:
-    """What a spec loads, for caches of results: a packaged adapter's name (``hf:default-mr``)
-    becomes its content-hashed folder, so a retrained adapter never reuses the old one's
-    results; any other spec is itself."""
-    from chunkwise.llm import default_mr
-
-    ms = parse_spec(spec)
-    if ms.backend in ("hf", "vllm") and ms.target in default_mr.PACKAGED and ms.adapter is None:
-        return f"{spec} = {Path(default_mr.resolve(ms).target).name}"
-    return spec
 
 
 def file_options(

@@ -8,6 +8,7 @@ never special-case a strategy.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -162,6 +163,13 @@ class Strategy:
 
 STRATEGIES: dict[str, type[Strategy]] = {}
 
+#: the modules whose import registers the built-in strategies (imported by name on first
+#: lookup, as the model backends are, so that this module imports none of its peers)
+BUILTIN_MODULES = tuple(
+    f"chunkwise.strategies.{m}"
+    for m in ("standard", "mapreduce", "chain_of_agents", "retrieval", "raptor", "dtcrs")
+)
+
 
 def register(cls: type[Strategy]) -> type[Strategy]:
     if not cls.name:
@@ -173,8 +181,8 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 def get_strategy(name: str, **kwargs: Any) -> Strategy:
     """Instantiate a registered strategy; text values (``--strategy-args k=v``) are converted
     by each option's declared type (:mod:`chunkwise.options`)."""
-    import chunkwise.strategies  # noqa: F401  (registers the built-in strategies)
-
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
     if name not in STRATEGIES:
         raise BadInput(f"unknown strategy {name!r}; valid: {', '.join(sorted(STRATEGIES))}")
     cls = STRATEGIES[name]

@@ -432,14 +432,13 @@ def _answer_text(raw: str, kind: str) -> str:
 def _is_default_mr(llm: LLM) -> bool:
     """Whether ``llm`` is the embedded model with one of its packaged adapters, taught the
     MapReduce map call (hf/vllm:default-mr) or trained on this set (hf/vllm:default-coa)."""
-    from chunkwise.llm.default_mr import PACKAGED
+    from chunkwise.llm.loading import is_alias
     from chunkwise.llm.spec import parse_spec
 
     try:
-        ms = parse_spec(llm.spec or "")
+        return is_alias(parse_spec(llm.spec or ""))
     except BadInput:
         return False
-    return ms.backend in ("hf", "vllm") and ms.target in PACKAGED and ms.adapter is None
 
 
 __all__ = ["ChainOfAgents", "truncate_tokens"]
