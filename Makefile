@@ -113,7 +113,7 @@ DEFAULT_MR_LR ?= 5.0e-4
 # 1: copy the trained adapter into the package (hf:default-mr); 0: leave it in DEFAULT_MR_OUT
 DEFAULT_MR_INSTALL ?= 1
 # bf16 autocast where the machine computes bf16 natively (CUDA, AVX-512-BF16/AMX CPUs), else fp32
-TRAIN_PRECISION = $$($(BIN)/python -c "from chunkwise.demo.pipeline import training_precision as p; print(p())")
+TRAIN_PRECISION = $$($(BIN)/python -c "from chunkwise.demo.training import training_precision as p; print(p())")
 DEFAULT_MR_SYNTH = $(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --lengths train \
 	  --window 4096 --strategy-args prompts=chat,chunk_tokens=500 --no-progress
 default-mr: install

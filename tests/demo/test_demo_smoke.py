@@ -1,5 +1,5 @@
 """`chunkwise demo --size smoke`: the whole loop with the real embedded model, end to end —
-synthesis, LoRA training in both modes through accelerate + train/sft.py, evaluation of the
+synthesis, LoRA training in both modes through accelerate + `-m chunkwise.train`, evaluation of the
 base model and both checkpoints, the comparison — then a rerun that reuses everything."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_smoke_demo_produces_every_artifact_and_resumes(tmp_path, capsys, monkey
     assert (
         "| number_string (never trained on) |" in printed and "sft-mapreduce/mapreduce" in printed
     )
-    from chunkwise.demo.pipeline import rerun_training
+    from chunkwise.demo.training import rerun_training
 
     assert rerun_training(out / "recipes" / "mapreduce.yaml") in printed  # on CPU: --cpu
 

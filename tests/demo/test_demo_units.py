@@ -4,6 +4,7 @@ stage ledger (skip what finished, record what failed, refuse another size in the
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -199,19 +200,19 @@ def test_split_refuses_to_train_on_nothing(tmp_path):
 
 
 def test_evaluation_engines_and_their_specs(tmp_path, monkeypatch):
-    from chunkwise.demo import pipeline
+    from chunkwise.demo import engines
 
-    assert pipeline.engine_spec("hf:default", "vllm") == "vllm:default"
-    assert pipeline.engine_spec("hf:default-mr", "vllm") == "vllm:default-mr"
-    assert pipeline.engine_spec("/runs/demo/train/mapreduce", "vllm") == (
+    assert engines.engine_spec("hf:default", "vllm") == "vllm:default"
+    assert engines.engine_spec("hf:default-mr", "vllm") == "vllm:default-mr"
+    assert engines.engine_spec("/runs/demo/train/mapreduce", "vllm") == (
         "vllm:/runs/demo/train/mapreduce"
     )
-    assert pipeline.engine_spec("hf:default", "hf") == "hf:default"
+    assert engines.engine_spec("hf:default", "hf") == "hf:default"
     demo = Demo(tmp_path / "d", get_size("smoke"), engine="tpu")
     with pytest.raises(BadInput, match="--engine"):
         demo.eval_engine()
-    monkeypatch.setattr(pipeline, "_has_vllm", lambda: False)
-    monkeypatch.setattr(pipeline, "vllm_python", lambda: None)
+    monkeypatch.setattr(engines, "has_vllm", lambda: False)
+    monkeypatch.setattr(engines, "vllm_python", lambda: None)
     assert Demo(tmp_path / "d", get_size("smoke")).eval_engine() == "hf"  # auto, no vLLM
     with pytest.raises(BadInput, match="make vllm"):
         Demo(tmp_path / "d", get_size("smoke"), engine="vllm").eval_engine()
@@ -220,7 +221,7 @@ def test_evaluation_engines_and_their_specs(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\necho engine exploded\nexit 3\n")
     fake.chmod(0o755)
     with pytest.raises(DemoError, match="(?s)exit 3.*engine exploded"):
-        pipeline._evaluate_in(fake, tmp_path / "d", ["base"], pipeline.Progress([], 1))
+        engines.evaluate_in(fake, tmp_path / "d", ["base"], engines.Progress([], 1))
     # every model is read with the same chunks; the trained ones with the chat protocol
     models = {m.label: m for m in Demo(tmp_path / "d", get_size("small")).eval_models()}
     assert models["base"].decodings["mapreduce"] == {"chunk_tokens": 500}
@@ -262,13 +263,14 @@ SIGTERM_SCRIPT = """
 import os, sys
 from chunkwise import cli
 from chunkwise.demo import pipeline
+from chunkwise.demo.child import run_logged
 
 marker = sys.argv[1]
 child = "import os, pathlib, sys, time; pathlib.Path(sys.argv[1]).write_text(str(os.getpid())); time.sleep(300)"
 
 
 def documents(self):
-    pipeline._run_logged([sys.executable, "-c", child, marker], self.out / "child.log", "child", {})
+    run_logged([sys.executable, "-c", child, marker], self.out / "child.log", "child", {})
     return {}, "never"
 
 
@@ -322,7 +324,7 @@ def test_training_launch_uses_every_core_on_cpu(tmp_path, monkeypatch):
 
     import torch
 
-    from chunkwise.demo.pipeline import training_command
+    from chunkwise.demo.training import training_command
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cmd = training_command(tmp_path / "recipe.yaml")
@@ -330,7 +332,7 @@ def test_training_launch_uses_every_core_on_cpu(tmp_path, monkeypatch):
     probe.write_text(
         "import os, torch; print(os.environ['OMP_NUM_THREADS'], torch.get_num_threads())"
     )
-    cmd[-2:] = [str(probe)]
+    cmd[cmd.index("-m") :] = [str(probe)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
     cores = len(os.sched_getaffinity(0))
     if not torch.cuda.is_available():
@@ -339,3 +341,27 @@ def test_training_launch_uses_every_core_on_cpu(tmp_path, monkeypatch):
     cmd = training_command(probe)
     if not torch.cuda.is_available():
         assert cmd[cmd.index("--num_cpu_threads_per_process") + 1] == "1"
+
+
+def test_recipes_and_training_entry_come_from_the_installed_package(tmp_path):
+    """An installed (non-editable) chunkwise has no checkout around it: the demo's recipe
+    templates, chat template and training entry are all found inside the package."""
+    import chunkwise
+    from chunkwise.demo import training
+
+    package = Path(chunkwise.__file__).resolve().parent
+    for mode in ("standard", "mapreduce"):
+        template = training.recipe_template(mode).resolve()
+        assert template.is_file() and package in template.parents
+    demo = Demo(tmp_path / "demo", get_size("smoke"))
+    demo.load_state()
+    (tmp_path / "demo" / "data").mkdir(parents=True)
+    (tmp_path / "demo" / "data" / "train.jsonl").write_text("")
+    recipe = load_recipe(demo.write_recipe("mapreduce"))
+    template = Path(recipe.model.chat_template).resolve()
+    assert template.is_file() and package in template.parents
+    cmd = training.training_command(tmp_path / "r.yaml")
+    assert cmd[-3:] == ["-m", "chunkwise.train", str(tmp_path / "r.yaml")]
+    import importlib.util
+
+    assert importlib.util.find_spec("chunkwise.train.__main__") is not None

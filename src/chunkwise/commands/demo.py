@@ -36,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from chunkwise.demo import Demo, get_size
     from chunkwise.demo.fresh import remove_demo_folder
-    from chunkwise.demo.pipeline import check_model
     from chunkwise.demo.summary import final_text
+    from chunkwise.demo.training import check_model
     from chunkwise.io import check_output_dir
 
     # every check first: --fresh deletes only after the run is known to be able to start

@@ -7,7 +7,7 @@ Stages (each prints one status line; the long ones show progress bars)::
     synthesis   the oracle teacher: exact map/collapse/reduce targets -> <out>/synth/  (X, Q, M, A)
     split       training records -> <out>/data/train.jsonl; held-out documents checked disjoint
     training    LoRA on the embedded model, standard and mapreduce mode, chat protocol, through
-                train/sft.py under `accelerate launch` -> <out>/train/{standard,mapreduce}/
+                `python -m chunkwise.train` under `accelerate launch` -> <out>/train/{standard,mapreduce}/
     evaluation  base model, both checkpoints (and the packaged hf:default-mr) x {standard,
                 mapreduce} on held-out documents beyond the window, n per task each
                 -> <out>/eval/<model>/<decoding>/                 (chunkwise eval --benchmark generated)
@@ -17,26 +17,44 @@ Stages (each prints one status line; the long ones show progress bars)::
 Resuming: a finished stage is recorded in ``<out>/demo.json`` and skipped on the next run; an
 interrupted one continues through its own tool's resume (synthesis per document, training from
 its last checkpoint, evaluation per prediction). The numbers are whatever the models produce.
+
+This module is the stage ledger and the stages; the training runs are in :mod:`.training`, the
+evaluation engines in :mod:`.engines`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-import shlex
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chunkwise.demo.engines import (
+    EvalModel,
+    Progress,
+    engine_spec,
+    evaluate_in,
+    has_vllm,
+    reference_available,
+    resolve_engine,
+    vllm_python,
+)
+from chunkwise.demo.errors import DemoError
 from chunkwise.demo.sizes import DemoSize
-from chunkwise.errors import BadInput, ChunkwiseError
+from chunkwise.demo.training import (
+    base_name,
+    launch_training,
+    losses_line,
+    package_path,
+    recipe_template,
+    rerun_training,
+    training_precision,
+    training_summary,
+)
+from chunkwise.errors import BadInput
 from chunkwise.io import atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -44,10 +62,6 @@ log = logging.getLogger(__name__)
 STAGES = ("documents", "synthesis", "split", "training", "evaluation", "report")
 TRAIN_MODES = ("standard", "mapreduce")
 DECODING = ("standard", "mapreduce")
-
-
-class DemoError(ChunkwiseError):
-    """A stage could not finish; the message says which and where its log is."""
 
 
 #: size settings a resumed run may change: they change what is said or how fast it runs, not
@@ -65,17 +79,6 @@ def _size_defaults() -> dict[str, Any]:
         for f in dataclasses.fields(DemoSize)
         if f.default is not dataclasses.MISSING
     }
-
-
-def repo_root() -> Path:
-    """The source checkout the demo runs from (it needs train/sft.py and recipes/demo/)."""
-    root = Path(__file__).resolve().parents[3]
-    if not (root / "train" / "sft.py").is_file() or not (root / "recipes" / "demo").is_dir():
-        raise DemoError(
-            "chunkwise demo runs from a source checkout (it launches train/sft.py with the "
-            f"recipes in recipes/demo/); none found at {root}"
-        )
-    return root
 
 
 @dataclass
@@ -102,7 +105,7 @@ class Demo:
         model, seed and every setting of its size) before reusing its finished stages."""
         if self.out.exists() and not self.out.is_dir():
             raise BadInput(f"--out {self.out} is a file; give a folder (new or a demo run's)")
-        _base_name(self.model)  # a model the demo cannot train fails before any stage runs
+        base_name(self.model)  # a model the demo cannot train fails before any stage runs
         # the size as JSON reads it back (tuples become lists), so a reloaded ledger compares equal
         sizes = json.loads(json.dumps(self.size.to_dict()))
         want = {"size": self.size.name, "model": self.model, "seed": self.seed, "sizes": sizes}
@@ -303,13 +306,13 @@ class Demo:
 
         from chunkwise.config import load_yaml
 
-        template = repo_root() / "recipes" / "demo" / f"pyramid_align-{mode}.yaml"
+        template = recipe_template(mode)
         recipe = load_yaml(template.read_text(encoding="utf-8"), template)
         s = self.size
         recipe["run_name"] = f"demo-{s.name}-{mode}"
         recipe["output_dir"] = str((self.out / "train" / mode).resolve())
-        recipe["model"]["name_or_path"] = _base_name(self.model)
-        recipe["model"]["chat_template"] = str(repo_root() / recipe["model"]["chat_template"])
+        recipe["model"]["name_or_path"] = base_name(self.model)
+        recipe["model"]["chat_template"] = str(package_path(recipe["model"]["chat_template"]))
         recipe["model"]["lora"].update(r=s.lora_r, alpha=2 * s.lora_r)
         recipe["data"]["paths"] = [str((self.out / "data" / "train.jsonl").resolve())]
         # standard mode sees what standard decoding sees: the document's middle cut to the window
@@ -329,7 +332,7 @@ class Demo:
         recipe["train"]["seed"] = self.seed
         recipe["train"]["precision"] = training_precision()
         head = (
-            f"# written by `chunkwise demo --size {s.name}` from {template.relative_to(repo_root())}"
+            f"# written by `chunkwise demo --size {s.name}` from chunkwise/recipes/demo/{template.name}"
             f"\n# rerun alone: {rerun_training(self.recipe_path(mode))}\n"
         )
         path = self.recipe_path(mode)
@@ -345,10 +348,10 @@ class Demo:
             out_dir = self.out / "train" / mode
             info = out_dir / "train_info.json"
             if not info.exists():
-                _launch_training(recipe, out_dir, self.size.steps(mode), f"train {mode}")
+                launch_training(recipe, out_dir, self.size.steps(mode), f"train {mode}")
             train_info = json.loads(info.read_text(encoding="utf-8"))
-            summary[mode] = _training_summary(out_dir, train_info)
-        line = "; ".join(f"{m}: {_losses_line(s)}" for m, s in summary.items())
+            summary[mode] = training_summary(out_dir, train_info)
+        line = "; ".join(f"{m}: {losses_line(s)}" for m, s in summary.items())
         return summary, line + f" (LoRA adapters in {self.out / 'train'})"
 
     def eval_models(self) -> list[EvalModel]:
@@ -395,13 +398,7 @@ class Demo:
 
     def eval_engine(self) -> str:
         """hf or vllm: what ``engine`` resolves to here."""
-        if self.engine not in ("auto", "hf", "vllm"):
-            raise BadInput(f"--engine must be auto, hf or vllm, got {self.engine!r}")
-        if self.engine == "auto":
-            return "vllm" if _has_vllm() or vllm_python() is not None else "hf"
-        if self.engine == "vllm" and not _has_vllm() and vllm_python() is None:
-            raise BadInput("--engine vllm: vLLM is not installed here; run `make vllm` first")
-        return self.engine
+        return resolve_engine(self.engine)
 
     def evaluate_model(self, m: EvalModel, engine: str) -> None:
         """Run ``m``'s unfinished evaluations in this process, on one loaded model."""
@@ -424,10 +421,10 @@ class Demo:
         todo = [m for m in models if self.pending(m, engine)]
         if todo:
             labels = ", ".join(f"{m.label} ({engine_spec(m.spec, engine)})" for m in todo)
-            if engine == "vllm" and not _has_vllm():
+            if engine == "vllm" and not has_vllm():
                 # one process for every model: vLLM's import and first start are paid once
                 self.echo(f"    evaluating {labels} in the vLLM environment")
-                _evaluate_in(
+                evaluate_in(
                     vllm_python(), self.out, [m.label for m in todo], self.progress(todo, engine)
                 )
             else:
@@ -473,247 +470,9 @@ class Demo:
         return report, f"table, verdict and chart in {rep}"
 
 
-@dataclass(frozen=True)
-class EvalModel:
-    label: str
-    spec: str
-    #: decoding -> strategy options
-    decodings: dict[str, dict[str, Any]]
-
-
-def engine_spec(spec: str, engine: str) -> str:
-    """``spec`` on ``engine``: ``hf:default`` -> ``vllm:default``, a folder -> ``vllm:<folder>``."""
-    if engine == "hf":
-        return spec
-    target = spec[3:] if spec.startswith("hf:") else spec
-    return f"vllm:{target}"
-
-
-def _has_vllm() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("vllm") is not None
-
-
-def vllm_python() -> Path | None:
-    """The interpreter of the checkout's vLLM environment (`make vllm`), when it is set up."""
-    try:
-        root = repo_root()
-    except DemoError:
-        return None
-    venv = root / ".venv-vllm"
-    ok = (venv / "bin" / "python").is_file() and (venv / ".chunkwise-installed").is_file()
-    return venv / "bin" / "python" if ok else None
-
-
-@dataclass
-class Progress:
-    """A progress bar over answered documents, read from ``<output>/predictions/*.jsonl``."""
-
-    outputs: list[Path]
-    total: int
-
-    def done(self) -> int:
-        return _count_lines([f for o in self.outputs for f in (o / "predictions").glob("*.jsonl")])
-
-
-def _evaluate_in(python: Path | None, out: Path, labels: list[str], progress: Progress) -> None:
-    """The models' evaluations in the vLLM environment's interpreter, one process for all (the
-    engine is closed when it ends); its output goes to ``<out>/eval/vllm.log``."""
-    if python is None:
-        raise DemoError("vLLM is not set up (run `make vllm`), or pass --engine hf")
-    cmd = [str(python), "-m", "chunkwise.demo.evaluate", str(out), *labels]
-    from tqdm import tqdm
-
-    with tqdm(total=progress.total, desc="evaluate", unit="doc", dynamic_ncols=True) as bar:
-
-        def tick() -> None:
-            bar.update(max(0, min(progress.done(), progress.total) - bar.n))
-
-        _run_logged(cmd, out / "eval" / "vllm.log", "evaluating on vLLM", {}, tick)
-
-
-def reference_available(spec: str) -> bool:
-    """Whether a packaged adapter (``hf:default-mr``) ships in this install."""
-    from chunkwise.llm import default_mr
-
-    name = spec.split(":", 1)[-1]
-    if name not in default_mr.PACKAGED:
-        return True  # any other spec is the user's to provide
-    return all((default_mr.package_dir(name) / f).is_file() for f in default_mr.ADAPTER_FILES)
-
-
-# ------------------------------------------------------------------------------ helpers
-
-
-def check_model(model: str) -> str:
-    """The recipe's base model name for ``--model``; a spec the demo cannot use (bad syntax,
-    options, an adapter, another backend) fails here, before anything is made or deleted."""
-    from chunkwise.llm.spec import parse_spec
-
-    if model != "default":  # the one alias _base_name takes that is not a spec
-        parse_spec(model)
-    return _base_name(model)
-
-
-def _base_name(model: str) -> str:
-    """The training recipe's ``model.name_or_path`` for a decoding spec (hf only)."""
-    if model in ("hf:default", "default"):
-        return "default"
-    if model.startswith("hf:") and "?" not in model and "+adapter=" not in model:
-        return model[3:]
-    raise BadInput(
-        f"the demo trains LoRA adapters on --model; {model!r} must be hf:default or "
-        "hf:<folder or hub id> without options"
-    )
-
-
-def _count_lines(files: list[Path]) -> int:
-    return sum(1 for f in files for line in f.read_text(encoding="utf-8").splitlines() if line)
-
-
 def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
-def fmt3(v: Any) -> str:
-    return "?" if v is None else f"{float(v):.3f}"
-
-
-def _training_summary(out_dir: Path, train_info: dict[str, Any]) -> dict[str, Any]:
-    losses = []
-    metrics = out_dir / "metrics.jsonl"
-    if metrics.exists():
-        for line in metrics.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                loss = json.loads(line).get("train/loss")
-                if loss is not None:
-                    losses.append(loss)
-    final = train_info.get("final") or {}
-    return {
-        "steps": train_info.get("steps"),
-        "seconds": train_info.get("seconds"),
-        "first_loss": losses[0] if losses else None,
-        "final_loss": final.get("train/loss", losses[-1] if losses else None),
-        "losses": losses,
-        "output_dir": str(out_dir),
-    }
-
-
-def _losses_line(s: dict[str, Any]) -> str:
-    if s["steps"] == 1:
-        return f"1 step, loss {fmt3(s['final_loss'])}"
-    return f"{s['steps']} steps, loss {fmt3(s['first_loss'])} -> {fmt3(s['final_loss'])}"
-
-
-def training_precision() -> str:
-    """bf16 autocast where it is fast (CUDA, CPUs with native bf16), else fp32: written into
-    the demo's recipes, so a rerun of one trains the same way."""
-    from chunkwise.train.engine import fast_bf16
-
-    return "bf16" if fast_bf16() else "fp32"
-
-
-def cpu_launch_flags() -> list[str]:
-    """``accelerate launch`` flags for a run on every CPU core ([] when there is a GPU).
-
-    Without ``--cpu``, accelerate gives its child OMP_NUM_THREADS=1 (unless the caller set
-    it): on CPU the run used one core of several (measured: a 2,048-token LoRA step 16 s on 1
-    of 2 cores, 9 s on both)."""
-    import torch
-
-    if torch.cuda.is_available():
-        return []
-    threads = os.environ.get("OMP_NUM_THREADS") or str(len(os.sched_getaffinity(0)))
-    return ["--cpu", "--num_cpu_threads_per_process", threads]
-
-
-def rerun_training(recipe: Path) -> str:
-    """The training command a person can rerun alone (what :func:`training_command` runs)."""
-    return shlex.join(["accelerate", "launch", *cpu_launch_flags(), "train/sft.py", str(recipe)])
-
-
-def training_command(recipe: Path) -> list[str]:
-    """``accelerate launch`` of train/sft.py on one process (GPU when there is one, else CPU)."""
-    accelerate = Path(sys.executable).with_name("accelerate")
-    launcher = [str(accelerate)] if accelerate.exists() else [shutil.which("accelerate") or ""]
-    if not launcher[0]:
-        raise DemoError("accelerate is not installed (pip install accelerate)")
-    return [
-        *launcher,
-        "launch",
-        *cpu_launch_flags(),
-        "--num_processes",
-        "1",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        str(repo_root() / "train" / "sft.py"),
-        str(recipe),
-    ]
-
-
-def _launch_training(recipe: Path, out_dir: Path, steps: int, desc: str) -> None:
-    """Run one recipe to completion in a child process, with a progress bar read from the
-    run's metrics.jsonl; the child's output goes to ``<out_dir>.log``."""
-    from tqdm import tqdm
-
-    metrics = out_dir / "metrics.jsonl"
-    with tqdm(total=steps, desc=desc, unit="step", dynamic_ncols=True) as bar:
-
-        def tick() -> None:
-            done = _count_lines([metrics]) if metrics.exists() else 0
-            bar.update(max(0, min(done, steps) - bar.n))
-
-        _run_logged(
-            training_command(recipe),
-            out_dir.with_suffix(".log"),
-            desc,
-            {"WANDB_MODE": os.environ.get("WANDB_MODE", "offline")},
-            tick,
-        )
-
-
-def _run_logged(
-    cmd: list[str],
-    log_path: Path,
-    desc: str,
-    env: dict[str, str],
-    tick: Callable[[], None] | None = None,
-) -> None:
-    """Run ``cmd`` from the checkout with its output appended to ``log_path``, calling
-    ``tick`` every 2 s; stopped (terminate, then kill) when this process is interrupted; a
-    failure is one :class:`DemoError` with the log's last lines."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **env}
-    with open(log_path, "a", encoding="utf-8") as logf:
-        logf.write(f"\n$ {' '.join(cmd)}\n")
-        logf.flush()
-        proc = subprocess.Popen(
-            cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=repo_root()
-        )
-        try:
-            while proc.poll() is None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=2)
-                if tick is not None:
-                    tick()
-        except BaseException:
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            raise
-    if proc.returncode != 0:
-        tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
-        raise DemoError(
-            f"{desc} failed (exit {proc.returncode}); last lines of {log_path}:\n{tail}"
-        )
-
-
-__all__ = ["STAGES", "Demo", "DemoError", "repo_root", "training_command"]
+__all__ = ["DECODING", "STAGES", "TRAIN_MODES", "Demo", "DemoError"]

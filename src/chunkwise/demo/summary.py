@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import shlex
 
-from chunkwise.demo.pipeline import DECODING, TRAIN_MODES, Demo, fmt3, rerun_training
+from chunkwise.demo.pipeline import DECODING, TRAIN_MODES, Demo
+from chunkwise.demo.training import fmt3, rerun_training
 
 
 def rerun_commands(demo: Demo) -> list[str]:

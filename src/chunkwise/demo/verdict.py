@@ -14,6 +14,7 @@ from typing import Any
 
 from chunkwise.demo.sizes import DemoSize
 from chunkwise.io import atomic_write_json, atomic_write_text
+from chunkwise.tables import estimate, markdown_table
 
 #: (model label, decoding) columns in reading order; absent ones are left out
 COLUMNS = (
@@ -35,7 +36,7 @@ class Cell:
     n: int
 
     def text(self) -> str:
-        return f"{self.score:.0f} [{self.lo:.0f}, {self.hi:.0f}]"
+        return estimate(self.score, self.lo, self.hi)
 
 
 def cells_from(summary: dict[str, Any]) -> dict[tuple[str, str, str], Cell]:
@@ -138,13 +139,14 @@ def columns(cells: dict[tuple[str, str, str], Cell], size: DemoSize) -> list[tup
 
 def markdown(cells: dict[tuple[str, str, str], Cell], size: DemoSize) -> str:
     cols = columns(cells, size)
-    head = "| task | " + " | ".join(f"{m}/{d}" for m, d in cols) + " |"
-    rule = "|---|" + "---:|" * len(cols)
-    rows = []
-    for task in size.eval_tasks:
-        vals = [cells[m, d, task].text() if (m, d, task) in cells else "" for m, d in cols]
-        rows.append(f"| {task_name(task, size)} | " + " | ".join(vals) + " |")
-    return "\n".join([head, rule, *rows])
+    rows = [
+        [
+            task_name(task, size),
+            *(c.text() if (c := cells.get((m, d, task))) else "" for m, d in cols),
+        ]
+        for task in size.eval_tasks
+    ]
+    return markdown_table(rows, ["task", *(f"{m}/{d}" for m, d in cols)])
 
 
 def build_report(summary: dict[str, Any], size: DemoSize, folder: Path) -> dict[str, Any]:
