@@ -3,7 +3,9 @@ error and the right status, before any generation, and the server keeps serving.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import socket
 import threading
@@ -11,7 +13,7 @@ from collections.abc import Sequence
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from chunkwise.llm import Completion, Request
@@ -19,6 +21,7 @@ from chunkwise.llm.scripted import ScriptedLLM
 from chunkwise.serve import ApiError, Limits, OpenAIServer
 from chunkwise.serve.app import decode_body
 from chunkwise.serve.schemas import check_window, parse_chat, parse_completions
+from http_raw import Reply, read_reply
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -141,10 +144,51 @@ def test_n_and_prompt_count_are_capped(server, n, prompts, param):
         (b'{"prompt": "x", "top_p": 0}', "top_p"),
         (b'{"prompt": "x", "top_p": 1.5}', "top_p"),
         (b'{"prompt": "x", "top_p": -Infinity}', None),
+        # issue 47, defect 9: an integer too large for a float was a 500 (OverflowError)
+        (b'{"prompt": "x", "temperature": 1' + b"0" * 400 + b"}", "temperature"),
+        (b'{"prompt": "x", "top_p": 1' + b"0" * 400 + b"}", "top_p"),
+        (b'{"prompt": "x", "temperature": -1' + b"0" * 400 + b"}", "temperature"),
+        (b'{"prompt": "x", "max_tokens": 1' + b"0" * 400 + b"}", "max_tokens"),
+        (b'{"prompt": "x", "seed": 1' + b"0" * 400 + b"}", "seed"),
+        (b'{"prompt": "x", "temperature": 1' + b"0" * 5000 + b"}", None),  # over int's digits
     ],
 )
 def test_bad_sampling_numbers_are_refused(server, raw, param):
     assert error_of(post(server, raw=raw), 400)["param"] == param
+
+
+@pytest.mark.parametrize(
+    ("raw", "param"),
+    [
+        (b'{"prompt": "say \\ud800"}', "prompt"),
+        (b'{"prompt": ["ok", "\\udfff tail"]}', "prompt"),
+        (b'{"prompt": "x", "stop": ["\\udc00"]}', "stop"),
+        (b'{"prompt": "x", "model": "\\ud83d"}', "model"),  # the first half of a pair only
+        (b'{"prompt": "x", "\\ud800": 1}', None),  # in a key
+        (b'{"prompt": "say \xed\xa0\x80"}', "prompt"),  # a surrogate encoded as UTF-8 bytes
+        ('{"prompt": "say \ud800"}'.encode("utf-16", "surrogatepass"), "prompt"),
+    ],
+    ids=["prompt", "prompt-list", "stop", "model", "key", "utf8-bytes", "utf16-body"],
+)
+def test_a_lone_surrogate_anywhere_is_a_400_not_a_500(server, raw, param):
+    # issue 47, defect 9: it reached the model and its echo failed to encode (500)
+    err = error_of(post(server, raw=raw), 400)
+    assert err["code"] == "invalid_unicode" and err["param"] == param
+    assert "surrogate" in err["message"]
+
+
+def test_a_lone_surrogate_in_chat_is_a_400_and_a_valid_pair_is_text(server):
+    body = b'{"messages": [{"role": "user", "content": [{"type": "text", "text": "\\udead"}]}]}'
+    r = HTTP.post(
+        f"{server.base_url}/chat/completions",
+        content=body,
+        headers={"Content-Type": "application/json", **AUTH},
+    )
+    err = error_of(r, 400)
+    assert "messages[0].content[0].text" in err["message"] and err["param"] == "messages"
+    pair = post(server, raw=b'{"prompt": "say \\ud83d\\ude00"}')  # one emoji, as a pair
+    assert pair.json()["choices"][0]["text"] == "\U0001f600"
+    server.llm.calls.pop()
 
 
 def test_unknown_model_is_404(server):
@@ -184,7 +228,7 @@ def test_deeply_nested_json_is_a_400_with_a_message(server, raw):
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
         path = b"/v1/chat/completions" if b"messages" in raw else b"/v1/completions"
         s.sendall(
-            b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s"
             % (path, KEY.encode(), len(raw), raw)
         )
@@ -227,8 +271,12 @@ def test_a_flood_beyond_the_queue_is_429():
 
 
 # -- fuzzing the body reader and the request parsers (no HTTP: the same functions) ----------
+#: text that may hold lone surrogates (JSON escapes them; the server must refuse them)
+TEXT = st.text(st.characters(max_codepoint=0x3000) | st.characters(categories=["Cs"]), max_size=20)
+#: integers too large for a float, which json happily parses
+HUGE = st.sampled_from([10**400, -(10**400), 2**1024, 10**4000])
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers() | HUGE | st.floats() | TEXT,
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
     ),
@@ -239,12 +287,20 @@ FIELDS += ["stream", "stream_options", "logprobs", "echo", "max_completion_token
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(raw=st.binary(max_size=200) | st.text(max_size=200).map(str.encode))
+@given(
+    raw=st.binary(max_size=200)
+    | st.text(max_size=200).map(str.encode)
+    | st.dictionaries(TEXT, JSON_VALUES, max_size=4).map(lambda d: json.dumps(d).encode())
+    | TEXT.map(lambda t: b'{"prompt": "' + t.encode("utf-8", "surrogatepass") + b'"}')
+)
 def test_any_body_decodes_or_is_a_400(raw):
     try:
-        assert isinstance(decode_body(raw), dict)
+        body = decode_body(raw)
     except ApiError as e:
         assert e.status == 400 and str(e)
+        return
+    assert isinstance(body, dict)
+    json.dumps(body, ensure_ascii=False).encode("utf-8")  # any answer can carry its text
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -265,3 +321,153 @@ def test_any_fields_parse_or_are_a_4xx(body, chat):
     assert len(requests) == len(call.prompts) * call.n
     assert all(r.params.max_new_tokens + llm.prompt_tokens(r.prompt) <= 64 for r in requests)
     assert math.isfinite(call.params.temperature) and 0 < call.params.top_p <= 1
+
+
+# -- fuzzing the whole server over raw HTTP: every route, method and header combination -----
+ROUTES = [
+    "/v1/completions",
+    "/completions",
+    "/v1/chat/completions",
+    "/chat/completions",
+    "/v1/models",
+    "/models",
+    "/v1/health",
+    "/health",
+    "/nowhere",
+    "/v1/completions?stream=true",
+    "/v1/%63ompletions",
+    "//v1/models",
+    "/v1/models/",
+    "/v1/chat/completions/../../models",
+    "*",
+]
+METHODS = ["GET", "GET"] + ["POST"] * 8 + ["PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "TRACE"]
+#: each header's variants, the usual one repeated so that most requests get past the guard
+#: and reach the parsers; None leaves the header out ({port} is the server's)
+HEADER_VARIANTS: dict[str, list[str | None]] = {
+    "Host": ["127.0.0.1:{port}"] * 6 + ["localhost", "[::1]:{port}", "evil.example", "a@b", ""],
+    "Authorization": [f"Bearer {KEY}"] * 8 + [f"bearer  {KEY}", "Bearer no", "Basic eDp5", ""],
+    "Content-Type": ["application/json"] * 8
+    + ["application/json; charset=utf-8", "Application/JSON", "text/plain", "multipart/x", ""],
+    "Origin": [None] * 8 + ["null", "http://127.0.0.1:{port}", "http://localhost:3000", "x"],
+    "Transfer-Encoding": [None] * 8 + ["chunked", "chunked", "gzip", "chunked, gzip", "identity"],
+    "Connection": [None] * 4 + ["close", "keep-alive", "upgrade", "Upgrade, close"],
+    "Upgrade": [None] * 6 + ["websocket", "h2c"],
+    "Expect": [None] * 6 + ["100-continue", "bogus"],
+    "Accept-Encoding": [None, "gzip", "br, zstd"],
+    "X-Forwarded-For": [None, "1.2.3.4", "::1, bogus"],
+}
+#: well-formed optional fields, so that generation and streaming are fuzzed too
+VALID_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "max_tokens": st.integers(1, 8),
+        "n": st.integers(1, 3),
+        "stream": st.booleans(),
+        "temperature": st.floats(0, 2) | HUGE,
+        "top_p": st.floats(0.01, 1) | HUGE,
+        "stop": TEXT | st.lists(TEXT, max_size=3),
+        "seed": st.integers(0, 2**63 - 1),
+        "model": st.sampled_from(["chunkwise", "other"]),
+        "logprobs": st.booleans() | st.integers(0, 5),
+    },
+).map(lambda d: {**d, "stream_options": {"include_usage": True}} if d.get("stream") else d)
+#: how the body's length is declared: right, too short, missing, doubled, not a number
+LENGTHS = ["right"] * 8 + ["short", "none", "double", "minus", "plus", "junk"]
+
+
+@st.composite
+def raw_requests(draw: st.DrawFn, port: int) -> bytes:
+    """Half the time a well-formed generation request with at most one odd header (so the
+    parsers, generation and streaming are reached); else any method, route and header mix."""
+    clean = draw(st.booleans())
+    if clean:
+        method, path = "POST", draw(st.sampled_from(ROUTES[:4]))
+        odd = draw(st.sampled_from([None, "Content-Length", *HEADER_VARIANTS]))
+    else:
+        method, path = draw(st.sampled_from(METHODS)), draw(st.sampled_from(ROUTES))
+        odd = "all"
+    headers = []
+    for name, variants in HEADER_VARIANTS.items():  # the first variant is the usual one
+        value = draw(st.sampled_from(variants)) if odd in ("all", name) else variants[0]
+        if value is not None:
+            headers.append((name, value.format(port=port)))
+    fields = st.dictionaries(st.sampled_from([*FIELDS, "user"]), JSON_VALUES, max_size=5)
+    fields = fields | VALID_FIELDS | VALID_FIELDS
+    said = "say " + draw(TEXT)  # the scripted model echoes it back
+    if "chat" in path:
+        fields = fields.map(lambda d: {"messages": [{"role": "user", "content": said}], **d})
+    else:
+        fields = fields.map(lambda d: {"prompt": said, **d})
+    encoded = fields.map(lambda d: json.dumps(d).encode())
+    body = draw(encoded if clean else st.none() | encoded | st.binary(max_size=64))
+    if body is not None and any(k == "Transfer-Encoding" for k, _ in headers):
+        body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n"
+    head = [f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers)]
+    n = len(body or b"")
+    how = draw(st.sampled_from(LENGTHS)) if odd in ("all", "Content-Length") else "right"
+    declared = {"right": [n], "short": [max(n - 3, 0)], "none": [], "double": [n, n + 1]}.get(
+        how, {"minus": ["-1"], "plus": [f"+{n}"], "junk": ["12abc"]}.get(how, [])
+    )
+    if body is not None or how != "right":
+        head += [f"Content-Length: {v}" for v in declared]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
+
+
+class _Errors(logging.Handler):
+    """Collects every ERROR record (a traceback logged by the app or by uvicorn)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture(scope="module")
+def fuzz_server():
+    llm = ScriptedLLM(rules=[(r"say (.*)$", r"\1")], default="ok", window=64)
+    limits = Limits(head_timeout_s=0.3, body_timeout_s=0.3, max_body_bytes=4096)
+    with OpenAIServer(llm, api_key=KEY, limits=limits, batch_window_s=0) as s:
+        yield s
+
+
+def exchange_raw(port: int, data: bytes) -> Reply | None:
+    """One raw request and its answer; None if the server closed the connection without one
+    (a request it could not frame, or a connection it cut off)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as s:
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            s.sendall(data)
+        try:
+            return read_reply(s, head_only=data.startswith(b"HEAD "))
+        except (ConnectionError, ValueError):  # ValueError: a half-written chunk size
+            return None
+
+
+@settings(
+    max_examples=500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_no_raw_request_gets_a_500_or_a_traceback(fuzz_server, data):
+    """Any method, route, header set and body over a socket: an answer below 500 (OpenAI-shaped
+    when it is JSON), or a close; never a 5xx, a traceback, or an error logged."""
+    errors = _Errors()
+    logging.getLogger().addHandler(errors)
+    try:
+        raw = data.draw(raw_requests(fuzz_server.port))
+        reply = exchange_raw(fuzz_server.port, raw)
+    finally:
+        logging.getLogger().removeHandler(errors)
+    assert not errors.records, [r.getMessage() for r in errors.records]
+    event("closed without an answer" if reply is None else f"status {reply.status}")
+    if reply is None:
+        return
+    assert reply.status < 500, (raw[:300], reply.status, reply.body[:300])
+    assert b"Traceback" not in reply.body
+    json_error = reply.headers.get("content-type", "").startswith("application/json")
+    if reply.status >= 400 and json_error and reply.body:
+        err = reply.json()["error"]
+        assert set(err) == {"message", "type", "param", "code"} and err["message"]

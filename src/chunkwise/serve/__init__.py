@@ -7,10 +7,16 @@ OpenAI-shaped: ``{"error": {"message", "type", "param", "code"}}``.
 
 What protects it (each refused before any generation): an optional API key checked on every
 route (:mod:`~chunkwise.serve.app`), JSON bodies only (no CORS: a browser's cross-site POST
-cannot get through), body, ``n``, prompt-count and ``max_tokens`` caps and the model's context
-window (:mod:`~chunkwise.serve.limits`, :mod:`~chunkwise.serve.schemas`), a bounded queue.
-One worker thread owns the backend and batches fairly across requests, dropping the work of
-clients that hung up (:mod:`~chunkwise.serve.scheduling`). It binds to loopback by default.
+cannot get through), requests framed by both Content-Length and Transfer-Encoding refused,
+only loopback ``Host`` names answered when bound to loopback (no DNS rebinding) and only the
+server's own web origins trusted, body, ``n``, prompt-count and ``max_tokens`` caps and the
+model's context window (:mod:`~chunkwise.serve.limits`, :mod:`~chunkwise.serve.schemas`),
+text that is valid Unicode, a bounded queue and a byte budget for the bodies held, a cap on
+open connections and deadlines for a request's head and body
+(:mod:`~chunkwise.serve.connections`). Served names and error messages never carry a URL's
+user info or secret parameters. One worker thread owns the backend and batches fairly across
+requests, dropping the work of clients that hung up (:mod:`~chunkwise.serve.scheduling`). It
+binds to loopback by default.
 
 From Python::
 

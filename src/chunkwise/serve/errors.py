@@ -5,6 +5,8 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
+from chunkwise.redact import redact
+
 #: OpenAI's ``error.type`` for each status this server answers with
 _TYPES = {
     400: "invalid_request_error",
@@ -12,6 +14,7 @@ _TYPES = {
     403: "invalid_request_error",
     404: "invalid_request_error",
     405: "invalid_request_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
     415: "invalid_request_error",
     429: "rate_limit_exceeded",
@@ -21,15 +24,23 @@ _TYPES = {
 
 
 class ApiError(Exception):
-    """An error answered as OpenAI-shaped JSON with HTTP status ``status``."""
+    """An error answered as OpenAI-shaped JSON with HTTP status ``status`` (and ``headers``,
+    e.g. ``Retry-After`` or ``Connection: close``)."""
 
     def __init__(
-        self, status: int, message: str, *, param: str | None = None, code: str | None = None
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
     ):
         super().__init__(message)
         self.status = status
         self.param = param
         self.code = code
+        self.headers = headers
 
     @property
     def kind(self) -> str:
@@ -38,9 +49,11 @@ class ApiError(Exception):
         )
 
     def payload(self) -> dict[str, Any]:
+        """The body answered; its message never carries a URL's user info or a secret query
+        parameter (a backend's error may name the upstream URL it failed to reach)."""
         return {
             "error": {
-                "message": str(self),
+                "message": redact(str(self)),
                 "type": self.kind,
                 "param": self.param,
                 "code": self.code,

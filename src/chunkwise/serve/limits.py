@@ -1,7 +1,9 @@
-"""What one request may ask of the server; anything beyond is refused before it runs."""
+"""What requests may ask of the server, one by one and all together; anything beyond is
+refused before it runs."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -23,11 +25,34 @@ class Limits:
     max_messages: int = 4096
     #: requests queued or running at once (429 beyond)
     max_queued: int = 1024
+    #: request-body bytes held at once by requests being read, queued or running (429 beyond):
+    #: without it, ``max_queued`` bodies of ``max_body_bytes`` each could hold 16 GiB
+    max_queued_bytes: int = 256 * 1024 * 1024
+    #: open connections at once: one past it is answered 503 and closed as it is accepted
+    #: (uvicorn's ``limit_concurrency`` refuses requests too, from the same number)
+    max_connections: int = 512
+    #: seconds a client has to send a whole request line and headers, from connecting or
+    #: from its first byte after a response (408 and closed beyond; stops slow-header floods)
+    head_timeout_s: float = 10.0
+    #: seconds an idle keep-alive connection stays open between requests (longer than the
+    #: 5 s that httpx-based clients keep idle connections, so they close first)
+    keep_alive_s: float = 30.0
+    #: seconds a client has to send the whole body once its headers arrived (408 beyond)
+    body_timeout_s: float = 60.0
     #: a prompt longer than this many characters per token of context cannot fit, whatever
     #: the tokenizer: refused without counting its tokens (counting megabytes takes seconds)
     chars_per_token: int = 64
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
-            if not isinstance(value, int) or value < 1:
+            if name.endswith("_s"):
+                number = isinstance(value, (int, float)) and not isinstance(value, bool)
+                if not number or not math.isfinite(value) or value <= 0:
+                    raise ValueError(f"limit {name} must be a positive number, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"limit {name} must be a positive integer, got {value!r}")
+        if self.max_queued_bytes < self.max_body_bytes:
+            raise ValueError(
+                f"limit max_queued_bytes ({self.max_queued_bytes:,}) must be at least "
+                f"max_body_bytes ({self.max_body_bytes:,}): a largest body could never be taken"
+            )

@@ -12,6 +12,10 @@ backend's tokenizer, which is thus only ever used from this thread); it may refu
 hand back its final requests. Results travel back to the
 job's event loop as events: ``("admitted",)``, ``("done", [(index, Completion), ...])``,
 ``("error", ApiError)``.
+
+The scheduler also holds the byte budget (:class:`ByteBudget`): every request body is counted
+against it while it is read, and stays counted until its response is finished, so the bodies
+held by requests being read, queued and running never exceed ``max_queued_bytes``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chunkwise.llm.base import LLM, Completion, Request
+from chunkwise.redact import redact
 from chunkwise.serve.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -47,6 +52,11 @@ class ServerStats:
     skipped: int = 0
     #: jobs waiting or running in the scheduler
     queued: int = 0
+    #: request-body bytes held now, and the most ever held (see :class:`ByteBudget`)
+    held_bytes: int = 0
+    max_held_bytes: int = 0
+    #: requests refused because the byte budget was spent
+    over_budget: int = 0
     #: the most recent request paths and batch sizes (bounded: a server may run for weeks)
     paths: deque[str] = field(default_factory=lambda: deque(maxlen=10_000))
     batch_sizes: deque[int] = field(default_factory=lambda: deque(maxlen=10_000))
@@ -64,6 +74,38 @@ class ServerStats:
     def leave(self) -> None:
         with self.lock:
             self.in_flight -= 1
+
+
+class ByteBudget:
+    """Request-body bytes the server may hold at once, shared by all requests (thread-safe).
+
+    A request takes bytes as its body arrives (:meth:`take`) and gives them all back when its
+    response is finished (:meth:`give`); a request that would go past ``limit`` is refused
+    with 429, before it adds more.
+    """
+
+    def __init__(self, limit: int, stats: ServerStats):
+        self.limit = limit
+        self.stats = stats
+
+    def take(self, n: int) -> None:
+        """Counts ``n`` more bytes, or raises ApiError 429 (counting nothing) past the limit."""
+        with self.stats.lock:
+            if self.stats.held_bytes + n > self.limit:
+                self.stats.over_budget += 1
+                raise ApiError(
+                    429,
+                    f"the server is busy: it holds {self.stats.held_bytes:,} bytes of requests, "
+                    f"and this one would go past its limit of {self.limit:,}; retry later",
+                    code="server_busy",
+                    headers={"Retry-After": "1"},
+                )
+            self.stats.held_bytes += n
+            self.stats.max_held_bytes = max(self.stats.max_held_bytes, self.stats.held_bytes)
+
+    def give(self, n: int) -> None:
+        with self.stats.lock:
+            self.stats.held_bytes -= n
 
 
 class Job:
@@ -100,7 +142,7 @@ def _api_error(e: Exception) -> ApiError:
         return e
     if isinstance(e, ValueError):  # the backend refused the input
         return ApiError(400, f"{type(e).__name__}: {e}")
-    log.error("generation failed: %s: %s", type(e).__name__, e)
+    log.error("generation failed: %s: %s", type(e).__name__, redact(str(e)))
     return ApiError(500, f"generation failed: {type(e).__name__}: {e}")
 
 
@@ -115,12 +157,14 @@ class Scheduler:
         window_s: float = 0.005,
         max_batch: int = 32,
         max_queued: int = 1024,
+        max_queued_bytes: int = 256 * 1024 * 1024,
     ):
         self.llm = llm
         self.stats = stats
         self.window_s = window_s
         self.max_batch = max_batch
         self.max_queued = max_queued
+        self.budget = ByteBudget(max_queued_bytes, stats)
         self._jobs: deque[Job] = deque()
         self._cond = threading.Condition()
         self._closed = False
@@ -135,7 +179,12 @@ class Scheduler:
             if self._closed:
                 raise ApiError(503, "the server is shutting down")
             if len(self._jobs) >= self.max_queued:
-                raise ApiError(429, f"the server is busy ({len(self._jobs)} requests queued)")
+                raise ApiError(
+                    429,
+                    f"the server is busy ({len(self._jobs)} requests queued); retry later",
+                    code="server_busy",
+                    headers={"Retry-After": "1"},
+                )
             self._jobs.append(job)
             self._set_queued()
             self._cond.notify()

@@ -64,10 +64,15 @@ def _float(body: dict, key: str, default: float, lo: float, hi: float, lo_open: 
         return default
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise _bad(f"'{key}' must be a number, got {excerpt(v)}", key)
-    v = float(v)
+    interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+    try:
+        v = float(v)  # an integer of 400 digits does not fit a float
+    except OverflowError:
+        raise _bad(
+            f"'{key}' must be a finite number in {interval}, got {excerpt(v)}", key
+        ) from None
     low_ok = v > lo if lo_open else v >= lo
     if not math.isfinite(v) or not low_ok or v > hi:
-        interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
         raise _bad(f"'{key}' must be a finite number in {interval}, got {v}", key)
     return v
 

@@ -6,10 +6,11 @@ import contextlib
 import logging
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from chunkwise.llm.base import LLM
+from chunkwise.redact import redact
 from chunkwise.serve.limits import Limits
 from chunkwise.serve.scheduling import Scheduler, ServerStats
 
@@ -21,13 +22,15 @@ LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def default_name(llm: LLM) -> str:
+    """The name a model is served as: its spec's target (``hf:default`` -> ``default``), with
+    any URL user info and secret query parameters masked (``m@http://***@host/v1``)."""
     if llm.spec:
         from chunkwise.llm.spec import parse_spec
 
         try:
-            return parse_spec(llm.spec).target
+            return redact(parse_spec(llm.spec).target)
         except Exception:
-            return llm.spec
+            return redact(llm.spec)
     return "chunkwise"
 
 
@@ -52,6 +55,9 @@ class OpenAIServer:
     ``start()`` serves from a background thread; ``serve_forever()`` blocks (the CLI; Ctrl-C
     stops it); ``close()`` stops serving and the worker. It does not close ``llm``: whoever
     loaded it owns it. ``api_key``: clients must send ``Authorization: Bearer KEY``.
+    ``allowed_hosts``: more ``Host`` names to answer to (see :meth:`Access.for_bind`; bound to
+    loopback, only the loopback names are answered by default). The served name is redacted
+    (:func:`~chunkwise.redact.redact`), ``model_name`` too: it is shown to every client.
     """
 
     def __init__(
@@ -65,11 +71,13 @@ class OpenAIServer:
         limits: Limits | None = None,
         batch_window_s: float = 0.005,
         max_batch: int = 32,
+        allowed_hosts: Iterable[str] = (),
     ):
         try:
             import uvicorn
 
-            from chunkwise.serve.app import create_app
+            from chunkwise.serve.app import Access, create_app
+            from chunkwise.serve.connections import protocol
         except ImportError as e:
             from chunkwise.errors import MissingDependency
 
@@ -79,7 +87,7 @@ class OpenAIServer:
 
         self.llm = llm
         self.stats = ServerStats()
-        self.model_name = model_name or default_name(llm)
+        self.model_name = redact(model_name) if model_name else default_name(llm)
         self.limits = limits or Limits()
         self._sock = _listen(host, port)
         self.host = host
@@ -90,7 +98,9 @@ class OpenAIServer:
             window_s=batch_window_s,
             max_batch=max_batch,
             max_queued=self.limits.max_queued,
+            max_queued_bytes=self.limits.max_queued_bytes,
         )
+        self.access = Access.for_bind(host, self.port, allowed_hosts)
         self.app = create_app(
             llm,
             model=self.model_name,
@@ -98,15 +108,20 @@ class OpenAIServer:
             stats=self.stats,
             limits=self.limits,
             api_key=api_key or None,
-            origin_hosts=LOOPBACK | {host},
+            access=self.access,
         )
         self.config = uvicorn.Config(
             self.app,
+            http=protocol(self.limits),  # h11 + a connection cap and a request-head deadline
+            ws="none",
             log_level="warning",
             access_log=False,
             lifespan="off",
             backlog=BACKLOG,
-            timeout_keep_alive=120,
+            # a backstop on request tasks (one per connection at a time); connections past
+            # max_connections are refused as they are accepted, by the protocol
+            limit_concurrency=2 * self.limits.max_connections,
+            timeout_keep_alive=self.limits.keep_alive_s,  # type: ignore[arg-type]
             timeout_graceful_shutdown=5,
             server_header=False,
         )
