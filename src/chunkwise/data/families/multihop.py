@@ -47,7 +47,7 @@ class MultiHop(Family):
             obj = re.match(r"What is the (\w+) code\?", r["input"]).group(1)  # type: ignore[union-attr]
             evidence = []
             for fact in multihop.facts_in(r["context"]):
-                m = multihop._FACT.fullmatch(fact)
+                m = multihop.FACT.fullmatch(fact)
                 assert m is not None
                 if m.group("obj") and m.group("obj") != obj:
                     continue  # another object's head: not about this question
@@ -117,7 +117,7 @@ class MultiHop(Family):
 
 
 def _on_chain(fact: str, obj: str, names: Sequence[str]) -> bool:
-    m = multihop._FACT.fullmatch(fact)
+    m = multihop.FACT.fullmatch(fact)
     if m is None:
         return False
     return m.group("obj") == obj or (m.group("mid") or m.group("tail")) in names
@@ -128,7 +128,7 @@ def _chain_order(steps: Sequence[str], obj: str) -> list[str]:
     rank = {n: i for i, n in enumerate(names)}
 
     def key(f: str) -> int:
-        m = multihop._FACT.fullmatch(f)
+        m = multihop.FACT.fullmatch(f)
         assert m is not None
         if m.group("obj"):
             return -1
