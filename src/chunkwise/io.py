@@ -41,7 +41,7 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     """Persist a rename in ``path`` (best effort: not every platform can open a directory)."""
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -75,7 +75,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return path
 
 
@@ -569,6 +569,7 @@ __all__ = [
     "check_output_dir",
     "check_output_file",
     "dumps_json",
+    "fsync_dir",
     "iter_lines",
     "parse_json",
     "pending",

@@ -6,16 +6,21 @@ first (demo: ``demo.json``; synth: ``config.json``; train: ``chunkwise-train.jso
 else is someone else's folder (a model, a data set, a home folder) and is refused with a
 one-line :class:`BadInput` before anything is written.
 
-:class:`FolderLock` holds an exclusive ``fcntl.flock`` on a lock file inside the folder for as
-long as a run writes there; a second run is refused at once, naming the process that holds it.
-The kernel frees a flock when its holder dies, even by ``kill -9``, so no stale lock is ever
-left to clean up (the lock file itself stays: deleting it would let two runs lock two files).
+:class:`FolderLock` (the one lock every kind of run uses: ``train`` on
+``.chunkwise-train.lock``, each rank of ``eval`` on ``.eval.rank<r>.lock``) holds an exclusive
+``fcntl.flock`` on a lock file inside the folder for as long as a run writes there; a second
+run is refused at once, naming the folder and the process that holds it (pid, host, rank,
+since when). The kernel frees a flock when its holder dies, even by ``kill -9``, so no stale
+lock is ever left to clean up; a lock file may be removed on release because the lock counts
+only while the file locked is still the one at the path (re-checked after every ``flock``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +30,9 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+
+#: tries to lock a lock file that a finishing run removes under us (each try is immediate)
+_LOCK_TRIES = 20
 
 
 def foreign_entries(folder: Path, ignore: Sequence[str] = ()) -> list[str]:
@@ -60,43 +68,164 @@ def check_run_folder(
 
 
 class FolderLock:
-    """An exclusive, non-blocking ``flock`` on ``folder/name``, held until :meth:`release`
-    (or the process ends). The holder's pid is written into the lock file, so a refused
-    run can say who holds it."""
+    """An exclusive, non-blocking ``flock`` on the lock file ``folder/name``: one run of a
+    kind writes into ``folder`` at a time.
 
-    def __init__(self, folder: Path, name: str, *, what: str) -> None:
-        self.path = folder / name
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    ``what`` names the kind of run in the refusal (``"chunkwise train run"``), ``option`` the
+    option that gives the folder (``"--output"``, ``"output_dir"``). The lock is taken by
+    :meth:`acquire`: at once when ``acquire=True`` (the default), else on ``with`` or an
+    explicit call. The folder and its missing parents are made on the way. The lock file
+    holds one line naming the holder: ``pid N on host H[, rank r of w], since T``; a second
+    run is refused with one line naming the folder, that holder and what to do.
+
+    With ``remove=True``, :meth:`release` deletes the lock file and then the folders
+    :meth:`acquire` made, when they are empty again (a run refused or failed before it wrote
+    anything leaves no folder behind). That is safe because a lock counts only while the file
+    locked is still the one at the path, checked after every ``flock``: a process that opened
+    the old file before it was removed finds it gone and locks the new one.
+
+    The descriptor is opened ``O_CLOEXEC``: a child process (a tokenizer worker, a launched
+    engine) does not keep the folder locked after its parent ends.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        name: str,
+        *,
+        what: str,
+        option: str = "output folder",
+        rank: int = 0,
+        world: int = 1,
+        remove: bool = False,
+        acquire: bool = True,
+    ) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / name
+        self.what, self.option = what, option
+        self.rank, self.world = rank, world
+        self.remove = remove
+        self._fd: int | None = None
+        self._made: list[Path] = []
+        if acquire:
+            self.acquire()
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> FolderLock:
+        """Take the lock (a no-op while held); :class:`BadInput` when another run holds it or
+        the folder or its lock file cannot be made."""
+        if self._fd is not None:
+            return self
+        for _ in range(_LOCK_TRIES):
+            try:
+                _make_folders(self.folder, self._made)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except FileNotFoundError:  # a finishing run removed a folder on the way just now
+                continue
+            except OSError as e:
+                self._remove_made()
+                where = f"{e.strerror}: {e.filename}" if e.filename else str(e)
+                raise BadInput(
+                    f"{self.option} {self.folder}: cannot make the run folder and its lock file "
+                    f"({where}); give a folder you can write to"
+                ) from None
+            try:
+                locked = self._lock(fd)
+            except BaseException:
+                self._remove_made()
+                raise
+            if locked:
+                self._fd = fd
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, self.holder().encode(), 0)
+                return self
+        self._remove_made()
+        raise BadInput(
+            f"{self.folder}: could not lock {self.path.name} (it kept being replaced); is "
+            "another run starting and stopping there? Try again"
+        )
+
+    def _lock(self, fd: int) -> bool:
+        """Lock ``fd``; False (and ``fd`` closed) when the path no longer names that file."""
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            holder = _first_line(os.pread(fd, 512, 0))
             os.close(fd)
             raise BadInput(
-                f"{folder} is in use by another {what} (pid {holder}; lock {self.path}); wait "
-                "for it to finish, or give another output folder"
+                f"{self.folder} is in use by another {self.what} "
+                f"({holder or 'a process that is just starting'}; lock file {self.path.name}); "
+                f"wait for it to finish, or pass another {self.option}"
             ) from None
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._fd: int | None = fd
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+        except FileNotFoundError:
+            same = False
+        if not same:
+            os.close(fd)
+        return same
+
+    def holder(self) -> str:
+        """The line this process writes into the lock file it holds."""
+        where = f", rank {self.rank} of {self.world}" if self.world > 1 else ""
+        since = time.strftime("%Y-%m-%d %H:%M:%S")
+        return f"pid {os.getpid()} on host {socket.gethostname()}{where}, since {since}"
 
     def release(self) -> None:
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, 0)
-            os.close(self._fd)  # closing the last descriptor frees the flock
-            self._fd = None
+        """Free the lock (closing the last descriptor frees the flock); with ``remove``, also
+        delete the lock file, while still held, and the folders acquiring made if empty."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            if self.remove:
+                self.path.unlink(missing_ok=True)  # while still held: see the class docstring
+            else:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
+        if self.remove:
+            self._remove_made()
+        self._made = []
+
+    def _remove_made(self) -> None:
+        for folder in reversed(self._made):
+            try:
+                folder.rmdir()  # only when empty: a run that wrote anything keeps its folder
+            except OSError:
+                break
+        self._made = []
 
     def __enter__(self) -> FolderLock:
-        return self
+        return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _first_line(raw: bytes) -> str:
+    """The holder line of a lock file, as one printable line (whatever the file holds)."""
+    text = raw.decode("utf-8", "replace").strip()
+    line = text.splitlines()[0] if text else ""
+    return "".join(c if c.isprintable() else "?" for c in line)[:300]
+
+
+def _make_folders(folder: Path, made: list[Path]) -> None:
+    """Make ``folder`` and its missing parents, adding the ones made here to ``made``."""
+    for f in [*reversed(folder.parents), folder]:
+        try:
+            f.mkdir()
+        except FileExistsError:
+            continue
+        made.append(f)
 
 
 __all__ = ["FolderLock", "check_run_folder", "foreign_entries"]

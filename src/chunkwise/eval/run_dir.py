@@ -6,36 +6,29 @@ anything (a bad model spec, an unreachable hub, a model that will not load) leav
 ``config.yaml`` behind to refuse the corrected command. Specs are stored with credentials
 masked (:mod:`chunkwise.redact`).
 
-One run at a time: :class:`RunLock` holds an exclusive ``flock`` on
-``.eval.rank<r>.lock`` in the folder from before anything in it is read until results.json is
-written. Ranks of one data-parallel run lock their own files and then wait for each other (a
-barrier), so they never refuse each other, while any two separate runs both have a rank 0 and
-so collide; the run that comes second is refused at once, naming the process that holds the
-folder. The kernel frees a flock when its holder dies (``kill -9`` included), so a crashed run
-leaves nothing that blocks the next one.
+One run at a time: :class:`RunLock` (the :class:`~chunkwise.run_folders.FolderLock` that train
+uses too) holds an exclusive ``flock`` on ``.eval.rank<r>.lock`` in the folder from before
+anything in it is read until results.json is written. Ranks of one data-parallel run lock
+their own files and then wait for each other (a barrier), so they never refuse each other,
+while any two separate runs both have a rank 0 and so collide; the run that comes second is
+refused at once, naming the process that holds the folder. The kernel frees a flock when its
+holder dies (``kill -9`` included), so a crashed run leaves nothing that blocks the next one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import socket
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 from chunkwise.config import config_to_dict, dump_yaml, load_config
 from chunkwise.errors import BadInput, ChunkwiseError
 from chunkwise.eval.config import RESUME_EXEMPT, EvalConfig
 from chunkwise.io import JSONInputError, atomic_write_text, parse_json
 from chunkwise.redact import redact_obj
+from chunkwise.run_folders import FolderLock
 
 
 def stored_config(cfg: EvalConfig) -> dict[str, Any]:
@@ -91,109 +84,30 @@ def prepare_run_dir(out: Path, cfg: EvalConfig, dist: Any = None) -> bool:
     return resuming
 
 
-#: tries to lock a lock file that a finishing run removes under us (each try is immediate)
-_LOCK_TRIES = 20
-
-
-class RunLock:
-    """One rank's exclusive, non-blocking lock on the run folder ``out``.
-
-    The lock file is made (with the folder, when it is missing) on :meth:`acquire` and removed
-    on :meth:`release`, with the folders that acquiring made when they are empty again: a run
-    refused or failed before its first prediction leaves no folder behind. Removing a lock
-    file is safe because a lock counts only when the file locked is still the one at the path
-    (checked after every ``flock``).
-    """
+class RunLock(FolderLock):
+    """One rank's exclusive, non-blocking lock on the run folder ``out``: a
+    :class:`~chunkwise.run_folders.FolderLock` on ``.eval.rank<r>.lock``, taken on ``with`` or
+    :meth:`acquire` (with the folder, when it is missing) and removed on :meth:`release`, with
+    the folders that acquiring made when they are empty again: a run refused or failed before
+    its first prediction leaves no folder behind."""
 
     def __init__(self, out: Path, rank: int = 0, world: int = 1):
-        self.out = Path(out)
-        self.rank, self.world = rank, world
-        self.path = self.out / f".eval.rank{rank}.lock"
-        self._fd: int | None = None
-        self._made: list[Path] = []
+        super().__init__(
+            Path(out),
+            f".eval.rank{rank}.lock",
+            what="`chunkwise eval` run",
+            option="--output",
+            rank=rank,
+            world=world,
+            remove=True,
+            acquire=False,
+        )
+        self.out = self.folder
 
     def acquire(self) -> RunLock:
         check_output_path(self.out)
-        for _ in range(_LOCK_TRIES):
-            try:
-                _make_folders(self.out, self._made)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            except FileNotFoundError:  # a finishing run removed a folder on the way just now
-                continue
-            except OSError as e:
-                raise BadInput(
-                    f"--output {self.out}: cannot make the run folder and its lock file "
-                    f"({e.strerror}: {e.filename}); give a folder you can write to"
-                ) from None
-            if self._lock(fd):
-                self._fd = fd
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, self._holder().encode(), 0)
-                return self
-        raise BadInput(
-            f"{self.out}: could not lock {self.path.name} (it kept being replaced); is "
-            "another run starting and stopping there? Try again"
-        )
-
-    def _lock(self, fd: int) -> bool:
-        """Lock ``fd``; False (closed) when the path no longer names that file."""
-        try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip()
-            os.close(fd)
-            raise BadInput(
-                f"{self.out} is in use by another `chunkwise eval` run "
-                f"({holder or 'a process that is just starting'}); wait for it to finish, "
-                "or pass another --output"
-            ) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            same = os.path.samestat(os.fstat(fd), os.stat(self.path))
-        except FileNotFoundError:
-            same = False
-        if not same:
-            os.close(fd)
-        return same
-
-    def _holder(self) -> str:
-        where = f", rank {self.rank} of {self.world}" if self.world > 1 else ""
-        since = time.strftime("%Y-%m-%d %H:%M:%S")
-        return f"pid {os.getpid()} on host {socket.gethostname()}{where}, since {since}"
-
-    def release(self) -> None:
-        if self._fd is None:
-            return
-        fd, self._fd = self._fd, None
-        try:
-            self.path.unlink(missing_ok=True)  # while still held: see the class docstring
-        finally:
-            os.close(fd)  # closing the last descriptor frees the flock
-        for folder in reversed(self._made):
-            try:
-                folder.rmdir()  # only when empty: a run that wrote anything keeps its folder
-            except OSError:
-                break
-        self._made = []
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-def _make_folders(out: Path, made: list[Path]) -> None:
-    """Make ``out`` and its missing parents, adding the ones made here to ``made``."""
-    for folder in [*reversed(out.parents), out]:
-        try:
-            folder.mkdir()
-        except FileExistsError:
-            continue
-        made.append(folder)
+        super().acquire()
+        return self
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkwise.io import _fsync_dir
+from chunkwise.io import fsync_dir
 from chunkwise.train.formats import Example, FormatStats, build_examples, files_sha256
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ def save(path: Path, examples: Sequence[Example], stats: FormatStats) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 #: the arrays of a cache file and the dtype each must have

@@ -65,12 +65,15 @@ def check_output_dir(r: Recipe) -> bool:
     )
 
 
-def lock_output_dir(r: Recipe) -> FolderLock:
+def lock_output_dir(r: Recipe, world: int = 1) -> FolderLock:
     """Check ``output_dir`` (:func:`check_output_dir`), lock it for this run (a second run is
-    refused while this one lives) and mark it as chunkwise train's."""
+    refused while this one lives; ``world``: the processes of the launch that holds it) and
+    mark it as chunkwise train's. The lock file is removed when the run ends."""
     out = Path(r.output_dir)
     check_output_dir(r)
-    lock = FolderLock(out, LOCK_FILE, what="chunkwise train run")
+    lock = FolderLock(
+        out, LOCK_FILE, what="chunkwise train run", option="output_dir", world=world, remove=True
+    )
     try:
         if not (out / TRAIN_MARKER).exists():
             atomic_write_json(out / TRAIN_MARKER, {"made_by": "chunkwise train", "format": 1})
@@ -94,7 +97,7 @@ def hold_output_dir(accelerator: Any, r: Recipe) -> Iterator[None]:
     lock, error = None, None
     if accelerator.is_main_process:
         try:
-            lock = lock_output_dir(r)
+            lock = lock_output_dir(r, accelerator.num_processes)
         except BadInput as e:
             error = str(e)
         except OSError as e:
