@@ -37,7 +37,7 @@ from typing import Any
 
 from chunkwise.errors import BadInput
 from chunkwise.eval.ledger import Ledger, ledger_key
-from chunkwise.eval.results import wilson
+from chunkwise.stats import wilson_interval as wilson
 from chunkwise.llm import GenerationParams, Request, load_llm
 from chunkwise.strategies import Query, get_strategy
 

@@ -96,7 +96,7 @@ import numpy as np
 from chunkwise.data import multihop as mh
 from chunkwise.eval.ledger import Ledger, ledger_key
 from chunkwise.eval.plots import interval_bars
-from chunkwise.eval.results import wilson
+from chunkwise.stats import wilson_interval as wilson
 from chunkwise.llm import LLM, Completion, Request, load_llm
 from chunkwise.prompts import prompt_set
 from chunkwise.strategies import Query, get_strategy

@@ -18,6 +18,7 @@ from typing import Any
 
 from chunkwise.errors import BadInput
 from chunkwise.io import read_json
+from chunkwise.tables import markdown_table
 
 #: what must agree for two columns to be comparable; a column that differs is marked (the
 #: extractor is not among them: under ``extract: auto`` it follows the strategy, which is what
@@ -280,16 +281,17 @@ def to_markdown(table: dict[str, Any]) -> str:
     head = ["task", *(f"{lab} {MARK}" if lab in marked else lab for lab in labels)] + (
         ["average"] if multi else []
     )
-    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    rows = []
     for t in table["tasks"]:
         row = [t, *(_fmt(table["scores"][t][lab]) for lab in labels)]
         if multi:
             row.append(_fmt(table["task_average"][t]))
-        lines.append("| " + " | ".join(row) + " |")
+        rows.append(row)
     avg = ["**average**", *(f"**{_fmt(table['run_average'][lab])}**" for lab in labels)]
     if multi:
         avg.append(f"**{_fmt(table['average'])}**")
-    lines.append("| " + " | ".join(avg) + " |")
+    rows.append(avg)
+    text = markdown_table(rows, head)
     notes = []
     left_out = [t for t in table["tasks"] if t not in table["average_over"]]
     if left_out:
@@ -310,7 +312,7 @@ def to_markdown(table: dict[str, Any]) -> str:
         ]
         notes.append(f"- {r['label']}: {', '.join(parts) or r['path']}")
         notes.extend(f"- {r['label']}: {note}" for note in r.get("notes", []))
-    return "\n".join(lines) + ("\n\n" + "\n".join(notes) if notes else "")
+    return text + ("\n\n" + "\n".join(notes) if notes else "")
 
 
 def _finite(v: Any) -> float | None:

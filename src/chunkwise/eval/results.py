@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.io import JSONInputError, parse_json
+from chunkwise.stats import BOOTSTRAP_ROUNDS, bootstrap_means, percentile_interval
 
 #: stats summed over examples in results.json
 STAT_KEYS = ("llm_calls", "prompt_tokens", "completion_tokens", "seconds")
@@ -30,7 +31,6 @@ OPTIONAL_STAT_KEYS = ("summary_nodes", "build_seconds")
 #: per-kind counters (``{"toc": 1, "summarize": 4, ...}``) summed key by key when present
 KIND_STAT_KEYS = ("llm_calls_by_kind", "tokens_by_kind")
 FLOAT_STAT_KEYS = frozenset({"seconds", "build_seconds"})
-BOOTSTRAP_ROUNDS = 1000
 
 
 # --------------------------------------------------------------------------------------------
@@ -39,7 +39,7 @@ BOOTSTRAP_ROUNDS = 1000
 
 def bootstrap(scores: list[float], seed: int = 0, rounds: int = BOOTSTRAP_ROUNDS) -> dict:
     """Mean, bootstrap standard error and 95% percentile interval of per-example scores, all in
-    percent (``rounds`` resamples of the examples with replacement)."""
+    percent (``rounds`` resamples of the examples with replacement, :mod:`chunkwise.stats`)."""
     import numpy as np
 
     x = np.asarray(scores, dtype=float) * 100.0
@@ -47,29 +47,13 @@ def bootstrap(scores: list[float], seed: int = 0, rounds: int = BOOTSTRAP_ROUNDS
     mean = float(x.mean()) if n else 0.0
     if n < 2:
         return {"mean": mean, "stderr": 0.0, "ci95": [mean, mean], "rounds": 0}
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, n, size=(rounds, n))].mean(axis=1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
+    means = bootstrap_means(x, rounds=rounds, seed=seed)
     return {
         "mean": mean,
         "stderr": float(means.std(ddof=1)),
-        "ci95": [float(lo), float(hi)],
+        "ci95": list(percentile_interval(means)),
         "rounds": rounds,
     }
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion, in percent. Unlike a bootstrap, it stays
-    honest at the edges: 5 of 5 gives [56.6, 100], not [100, 100]."""
-    if n <= 0:
-        return (0.0, 100.0)
-    if not 0 <= successes <= n:
-        raise ValueError(f"successes must be in [0, {n}], got {successes}")
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denom
-    return (100.0 * max(0.0, centre - half), 100.0 * min(1.0, centre + half))
 
 
 def task_block(

@@ -12,11 +12,10 @@ import pytest
 pytest.importorskip("umap")
 pytest.importorskip("sklearn")
 
-from trees_helpers import EMB, Q, scripted, topic_document
-
 from bench_loader import load_bench
 from chunkwise.cli import main
 from chunkwise.strategies import Query, clustering, get_strategy
+from strategies.trees_helpers import EMB, Q, scripted, topic_document
 
 
 @pytest.fixture(scope="module", autouse=True)

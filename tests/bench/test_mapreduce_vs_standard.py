@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench_loader import load_bench
-from chunkwise.eval.results import wilson
+from chunkwise.stats import wilson_interval as wilson
 
 MODEL = "scripted:passkey?ctx=4096"
 

@@ -14,11 +14,10 @@ import pytest
 pytest.importorskip("umap")
 pytest.importorskip("sklearn")
 
-from trees_helpers import EMB, kinds_seen, scripted
-
 from bench_loader import load_bench
 from chunkwise.data.families import span_questions
 from chunkwise.strategies import clustering
+from strategies.trees_helpers import EMB, kinds_seen, scripted
 
 STRATEGIES = ("retrieval", "raptor", "dtcrs")
 
