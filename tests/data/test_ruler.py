@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from chunkwise.data import ruler
+from chunkwise.data.ruler import words as ruler_words
 from chunkwise.errors import BadInput
 from chunkwise.text import WordPieceCounter
 from chunkwise.text.tokens import HFTokenCounter
@@ -122,8 +123,8 @@ def test_niah_answers_are_in_their_needles(task):
 
 def test_distractors_never_reuse_an_asked_key(monkeypatch):
     """With four possible keys, distractor needles must use the three that are not asked."""
-    monkeypatch.setattr(ruler, "ADJECTIVES", ("red", "blue"))
-    monkeypatch.setattr(ruler, "NOUNS", ("fox", "owl"))
+    monkeypatch.setattr(ruler_words, "ADJECTIVES", ("red", "blue"))
+    monkeypatch.setattr(ruler_words, "NOUNS", ("fox", "owl"))
     for r in ruler.generate(
         "niah_multikey_2", length_tokens=2000, n=3, seed=0, count_tokens=COUNTER.count_tokens
     ):
@@ -187,7 +188,7 @@ def test_common_words_counts(length, freqs):
 def test_common_words_beyond_the_real_word_list_stay_distinct():
     import random
 
-    words = ruler._sample_words(random.Random(0), 30_000)
+    words = ruler_words.sample_words(random.Random(0), 30_000)
     assert len(set(words)) == 30_000
     assert len(ruler.reference_words()) < 30_000  # made-up words joined in
 
