@@ -10,7 +10,7 @@ from synth_helpers import SUMMARY_CUE, synth_llm
 from chunkwise.embed import HashingEmbedder
 from chunkwise.synth import importance as imp
 from chunkwise.synth.prompting import SynthPrompts
-from chunkwise.synth.pyramid import PyramidBuilder, PyramidConfig
+from chunkwise.synth.pyramid_builder import PyramidBuilder, PyramidConfig
 
 EMB = HashingEmbedder(2048)
 

@@ -9,15 +9,9 @@ from chunkwise.embed import HashingEmbedder
 from chunkwise.errors import BadInput
 from chunkwise.llm import Request
 from chunkwise.synth.prompting import SynthPrompts
-from chunkwise.synth.pyramid import (
-    PyramidBuilder,
-    PyramidConfig,
-    PyramidError,
-    clean_summary,
-    plan_sizes,
-    summary_calls_per_leaf,
-    summary_problem,
-)
+from chunkwise.synth.pyramid import PyramidError, summary_calls_per_leaf
+from chunkwise.synth.pyramid_builder import PyramidBuilder, PyramidConfig, plan_sizes
+from chunkwise.synth.summaries import clean_summary, summary_problem
 
 
 def doc_of(n_leaves: int, words: int = 70) -> str:
@@ -192,7 +186,7 @@ def test_settings_that_cannot_work_are_rejected_up_front():
 
 
 def test_trim_loop_keeps_the_start_of_a_looping_summary():
-    from chunkwise.synth.pyramid import trim_loop
+    from chunkwise.synth.summaries import trim_loop
 
     text = (
         "The harbor master counts the boats every morning. He writes the numbers down. "

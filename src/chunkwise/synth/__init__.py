@@ -6,7 +6,8 @@ answers, records, resumable sharded output). Entry point: :func:`run_synth` or `
 """
 
 from chunkwise.synth.build import SynthConfig, export, load_dataset, run_synth
-from chunkwise.synth.pyramid import Pyramid, PyramidBuilder, PyramidConfig
+from chunkwise.synth.pyramid import Pyramid
+from chunkwise.synth.pyramid_builder import PyramidBuilder, PyramidConfig
 from chunkwise.synth.records import validate_record
 
 __all__ = [

@@ -43,7 +43,8 @@ from chunkwise.strategies import Query, get_strategy
 from chunkwise.strategies.mapreduce import CollapseError, to_intermediate
 from chunkwise.synth.calls import BatchingLLM, Meter, StageLLM
 from chunkwise.synth.prompting import SynthPrompts, make_request
-from chunkwise.synth.pyramid import Pyramid, PyramidBuilder, PyramidConfig, PyramidError
+from chunkwise.synth.pyramid import Pyramid, PyramidError
+from chunkwise.synth.pyramid_builder import PyramidBuilder, PyramidConfig
 from chunkwise.synth.questions import (
     Candidate,
     answer_problem,
