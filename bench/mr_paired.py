@@ -37,8 +37,19 @@ from typing import Any
 import numpy as np
 
 from chunkwise.eval.ledger import Ledger
+from chunkwise.stats import (
+    bootstrap_interval,
+    bootstrap_means,
+    corrected_level,
+    percentile_interval,
+)
+from chunkwise.tables import estimate, markdown_table
 
 Key = tuple[str, str, str, str]
+#: bootstrap resamples of one comparison's per-document differences
+ROUNDS = 10000
+#: resamples of each pair in --models (one resample read at the corrected and nominal level)
+AGREEMENT_ROUNDS = 20000
 
 
 def doc_scores(ledger: Path) -> dict[Key, dict[int, float]]:
@@ -84,24 +95,9 @@ def _same_setting(settings: dict[Key, str], keys: list[Key]) -> bool:
     return len({settings[k] for k in keys if k in settings}) <= 1
 
 
-def paired_ci(
-    diff: list[float], reps: int = 10000, seed: int = 0, level: float = 95.0
-) -> tuple[float, float]:
-    """``level``% (95) percentile bootstrap interval of the mean difference, in points
-    (documents are resampled together, so both models' scores of a document stay paired)."""
-    return _interval(_boot_means(diff, reps, seed), level)
-
-
-def _boot_means(diff: list[float], reps: int = 10000, seed: int = 0) -> np.ndarray:
-    a = np.asarray(diff, dtype=float)
-    rng = np.random.default_rng(seed)
-    return a[rng.integers(0, len(a), size=(reps, len(a)))].mean(axis=1)
-
-
-def _interval(means: np.ndarray, level: float) -> tuple[float, float]:
-    tail = (100.0 - level) / 2
-    lo, hi = np.percentile(means, [tail, 100.0 - tail])
-    return (round(100 * float(lo), 2), round(100 * float(hi), 2))
+def _points(interval: tuple[float, float]) -> list[float]:
+    """A 0-1 interval in points (2 decimals)."""
+    return [round(100 * v, 2) for v in interval]
 
 
 def _pct(xs: list[float]) -> float:
@@ -147,7 +143,8 @@ def compare(ledger: Path, a: str, b: str) -> dict[str, Any]:
                 "a": _pct([sa[i] for i in docs]),
                 "b": _pct([sb[i] for i in docs]),
                 "b_minus_a": _pct(diff),
-                "ci95": list(paired_ci(diff)),
+                # documents resampled together: both models' scores of one stay paired
+                "ci95": _points(bootstrap_interval(diff, rounds=ROUNDS)),
             }
         )
     return {"ledger": str(ledger), "a": ma, "b": mb, "cells": cells, **_skips(skipped)}
@@ -196,22 +193,20 @@ def agreement(
             shared.append((arm, cell, documents, per, docs))
     n_pairs = len(models) * (len(models) - 1) // 2
     comparisons = len(shared) * n_pairs
-    pair_level = level
-    if correction == "bonferroni" and comparisons > 1:
-        pair_level = 100.0 - (100.0 - level) / comparisons
+    pair_level = corrected_level(level, comparisons, correction)
     cells = []
     for arm, cell, documents, per, docs in shared:
         pairs = []
         for (i, si), (j, sj) in itertools.combinations(enumerate(per), 2):
             diff = [sj[d] - si[d] for d in docs]
-            means = _boot_means(diff, reps=20000)  # one resample, read at both levels
+            means = bootstrap_means(diff, rounds=AGREEMENT_ROUNDS)  # read at both levels
             pairs.append(
                 {
                     "a": i,
                     "b": j,
                     "b_minus_a": _pct(diff),
-                    "ci": list(_interval(means, pair_level)),
-                    "ci_nominal": list(_interval(means, level)),
+                    "ci": _points(percentile_interval(means, pair_level)),
+                    "ci_nominal": _points(percentile_interval(means, level)),
                 }
             )
         # the pair whose interval lies farthest from 0 (or, all holding 0, the widest gap)
@@ -252,24 +247,21 @@ def agreement_table(out: dict[str, Any]) -> str:
     models = out["models"]
     level, pair = f"{out['level']:g}%", f"{out['pair_level']:g}%"
     adjusted = out["pair_level"] != out["level"]
-    lines = [f"model {i}: `{m}`" for i, m in enumerate(models)]
-    head = f"widest pair: b - a [{pair} paired]"
+    head = ["arm", "cell", "n", *(f"model {i}" for i in range(len(models)))]
+    head.append(f"widest pair: b - a [{pair} paired]")
     if adjusted:
-        head += f" | its {level} interval"
-    lines += [
-        "",
-        f"| arm | cell | n | {' | '.join(f'model {i}' for i in range(len(models)))} "
-        f"| {head} | agree |",
-        "|---|---|---:|" + "---:|" * (len(models) + 1 + adjusted) + "---|",
-    ]
+        head.append(f"its {level} interval")
+    rows = []
     for c in out["cells"]:
         w = c["worst"]
-        accs = " | ".join(f"{a:g}" for a in c["accuracy"])
-        row = f"| {c['arm']} | {c['cell']} | {c['n']} | {accs} | {w['b']} - {w['a']}: "
-        row += f"{w['b_minus_a']:+g} {_ci(w['ci'])}"
+        row = [c["arm"], c["cell"], c["n"], *(f"{a:.1f}" for a in c["accuracy"])]
+        row.append(f"{w['b']} - {w['a']}: " + _difference(w["b_minus_a"], w["ci"]))
         if adjusted:
-            row += f" | {_ci(w['ci_nominal'])}"
-        lines.append(row + f" | {'yes' if c['agree'] else '**no**'} |")
+            row.append(_difference(w["b_minus_a"], w["ci_nominal"]))
+        rows.append([*row, "yes" if c["agree"] else "**no**"])
+    align = "llr" + "r" * (len(head) - 3) + "l"
+    lines = [f"model {i}: `{m}`" for i, m in enumerate(models)]
+    lines += ["", markdown_table(rows, [*head, "agree"], align=align)]
     verdict = "yes" if out["reproducible"] else "no"
     how = f"{level} over all {out['comparisons']} comparisons, each at {pair}"
     if not adjusted:
@@ -292,26 +284,24 @@ def _skipped_lines(out: dict[str, Any]) -> list[str]:
     ]
 
 
-def _ci(ci: list[float]) -> str:
-    return f"[{ci[0]:+g}, {ci[1]:+g}]"
+def _difference(points: float, ci: list[float]) -> str:
+    return estimate(points, *ci, digits=1, signed=True)
 
 
 def table(out: dict[str, Any]) -> str:
-    lines = [
-        f"a = `{out['a']}`, b = `{out['b']}`, on the same documents",
-        "",
-        "| arm | cell | n | a | b | b - a [95% paired bootstrap] |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
     names = [(c["arm"], c["cell"]) for c in out["cells"]]
+    rows = []
     for c in out["cells"]:
         cell = c["cell"]
         if names.count((c["arm"], cell)) > 1:  # one cell name, two document sets
             cell += f" (documents {c['documents']})"
-        lines.append(
-            f"| {c['arm']} | {cell} | {c['n']} | {c['a']:g} | {c['b']:g} | "
-            f"{c['b_minus_a']:+g} {_ci(c['ci95'])} |"
-        )
+        rows.append(
+            [c["arm"], cell, c["n"], f"{c['a']:.1f}", f"{c['b']:.1f}",
+             _difference(c["b_minus_a"], c["ci95"])]
+        )  # fmt: skip
+    head = ["arm", "cell", "n", "a", "b", "b - a [95% paired bootstrap]"]
+    lines = [f"a = `{out['a']}`, b = `{out['b']}`, on the same documents", ""]
+    lines.append(markdown_table(rows, head, align="llrrrr"))
     return "\n".join(lines + _skipped_lines(out)) + "\n"
 
 

@@ -71,7 +71,7 @@ def test_cli_writes_json_and_table_and_rejects_an_ambiguous_model(tmp_path):
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert json.loads(done.stdout.splitlines()[0])["cells"][0]["b_minus_a"] == 50.0
-    assert "| mr/mapreduce | multihop@800 | 2 | 50 | 100 | +50 [" in done.stdout
+    assert "| mr/mapreduce | multihop@800 | 2 | 50.0 | 100.0 | +50.0 [" in done.stdout
     assert json.loads((tmp_path / "cmp" / "paired.json").read_text())["b"] == "scripted:kv"
     bad = subprocess.run([*cmd, "--a", "scripted", "--b", "kv"], capture_output=True, text=True)
     assert bad.returncode != 0 and "matches 2 models" in bad.stderr
@@ -116,7 +116,7 @@ def test_seeds_agree_unless_one_pair_differs_beyond_noise(tmp_path):
     assert cell["worst"]["ci"][1] < 0 and not cell["agree"]
     assert not out["reproducible"] and out["disagree"] == ["mr/mapreduce multihop@800"]
     md = paired.agreement_table(out)
-    assert "| 2 - 1: -53.33 [" in md and "| **no** |" in md and "**no**\n" in md
+    assert "| 2 - 1: -53.3 [" in md and "| **no** |" in md and "**no**\n" in md
     # a looser level widens every interval: 99.99% still excludes 0 for a loss this large
     assert not paired.agreement(ledger, ["s0", "s1", "s2"], level=99.99)["reproducible"]
 

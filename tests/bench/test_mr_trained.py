@@ -32,7 +32,9 @@ def test_mr_trained_bench_writes_json_table_and_png(tmp_path):
     assert res["arms"]["mr/mapreduce-nocal"]["options"]["calibration"] is False
     assert res["arms"]["mr/mapreduce-noconf"]["options"]["confidence"] == "off"
     assert set(res["arms"]["mr/mapreduce-noconf"]["families"]) == {"conflicting"}
-    assert "conflicting_cal_minus_nocal_ge_20" in res["goals"]
+    cal = res["differences"]["conflicting_cal_minus_nocal"]
+    assert (cal["a"], cal["b"], cal["n"]) == ("mr/mapreduce", "mr/mapreduce-nocal", 6)
+    assert "goals" not in res and "| conflicting_cal_minus_nocal |" in md
 
 
 def test_mr_trained_bench_keeps_finished_cells_and_adds_up_runs_of_other_arms(tmp_path):
@@ -135,7 +137,7 @@ def test_mr_trained_cells_are_keyed_by_their_documents(monkeypatch):
     assert bench._ledger_key(arm, "conflicting@800", args) != before
 
 
-def test_the_calibration_goal_is_a_paired_difference_on_the_same_documents():
+def test_the_differences_are_paired_on_the_same_documents():
     from bench_loader import load_bench
 
     bench = load_bench("mr_trained")
@@ -148,21 +150,19 @@ def test_the_calibration_goal_is_a_paired_difference_on_the_same_documents():
     no_score = [0.0] * 5 + [1.0] * 5
     out = {"arms": {"mr/mapreduce": arm(with_block), "mr/mapreduce-nocal": arm(without),
                     "mr/mapreduce-noconf": arm(no_score)}}  # fmt: skip
-    g = bench.goals(out, [4000])
-    cal = g["conflicting_cal_minus_nocal_ge_20"]
-    assert cal["points"] == 30.0 and cal["n"] == 10 and cal["met"] is True
+    d = bench.differences(out)
+    assert set(d) == {"conflicting_cal_minus_nocal", "conflicting_score_minus_noscore"}
+    cal = d["conflicting_cal_minus_nocal"]
+    assert cal["points"] == 30.0 and cal["n"] == 10 and "met" not in cal  # measured, not judged
     lo, hi = cal["ci95_paired"]
     assert 0 <= lo < 30 < hi <= 60
-    assert g["conflicting_score_minus_noscore"]["points"] == 50.0
-    assert "met" not in g["conflicting_score_minus_noscore"]  # information, not a goal
-    out["arms"]["mr/mapreduce-nocal"] = arm([1.0] * 9 + [0.0])
-    assert bench.goals(out, [4000])["conflicting_cal_minus_nocal_ge_20"]["met"] is False
+    assert d["conflicting_score_minus_noscore"]["points"] == 50.0
     # paired: two arms that miss the same documents differ by exactly 0, however many misses
     half = [1.0, 0.0] * 5
     out["arms"]["mr/mapreduce"], out["arms"]["mr/mapreduce-nocal"] = arm(half), arm(half)
-    same = bench.goals(out, [4000])["conflicting_cal_minus_nocal_ge_20"]
+    same = bench.differences(out)["conflicting_cal_minus_nocal"]
     assert same["points"] == 0.0 and same["ci95_paired"] == [0.0, 0.0]
     # the same documents or nothing: a cell answered on fewer documents is refused
     out["arms"]["mr/mapreduce-nocal"] = arm([1.0] * 9)
     with pytest.raises(ValueError, match="not paired"):
-        bench.goals(out, [4000])
+        bench.differences(out)
