@@ -96,13 +96,16 @@ import numpy as np
 from chunkwise.data import multihop as mh
 from chunkwise.eval.ledger import Ledger, ledger_key
 from chunkwise.eval.plots import interval_bars
-from chunkwise.stats import wilson_interval as wilson
 from chunkwise.llm import LLM, Completion, Request, load_llm
 from chunkwise.prompts import prompt_set
+from chunkwise.stats import mcnemar_exact, paired_bootstrap, wilson_interval
 from chunkwise.strategies import Query, get_strategy
 from chunkwise.strategies.ordering import ORDERINGS, apply_ordering, similarities
+from chunkwise.tables import estimate, markdown_table
 
 METHODS = tuple(ORDERINGS)
+#: bootstrap resamples of the paired differences
+ROUNDS = 4000
 #: per-cell numbers carried from the ledger into results.json
 CELL_STATS = (
     "memory_truncations", "llm_calls", "prompt_tokens", "completion_tokens", "seconds",
@@ -311,7 +314,7 @@ def run_cell(
 
 def summarize(scores: list[float]) -> dict[str, Any]:
     k, n = round(sum(scores)), len(scores)
-    lo, hi = wilson(k, n)
+    lo, hi = wilson_interval(k, n)
     return {
         "accuracy": round(100 * k / n, 2) if n else None,
         "n": n,
@@ -319,27 +322,15 @@ def summarize(scores: list[float]) -> dict[str, Any]:
     }
 
 
-def paired_diff(a: list[float], b: list[float], reps: int = 4000, seed: int = 0) -> dict:
-    """Mean of a - b over the same documents, in points, with a paired bootstrap 95% interval."""
-    d = np.asarray(a, float) - np.asarray(b, float)
-    rng = np.random.default_rng(seed)
-    means = d[rng.integers(0, len(d), size=(reps, len(d)))].mean(axis=1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
+def paired_diff(a: list[float], b: list[float]) -> dict[str, Any]:
+    """Mean of a - b over the same documents, in points, with a paired bootstrap 95% interval
+    and the exact McNemar p-value."""
+    d = paired_bootstrap(a, b, rounds=ROUNDS)
     return {
-        "points": round(100 * float(d.mean()), 2),
-        "ci95": [round(100 * float(lo), 2), round(100 * float(hi), 2)],
+        "points": round(100 * d.mean, 2),
+        "ci95": [round(100 * d.low, 2), round(100 * d.high, 2)],
+        "mcnemar_p": round(mcnemar_exact(a, b), 4),
     }
-
-
-def mcnemar_p(a: list[float], b: list[float]) -> float:
-    """Two-sided exact McNemar p-value for paired 0/1 outcomes (a sign test on the documents
-    where exactly one of the two is right); 1.0 when none differ."""
-    wins = sum(x > y for x, y in zip(a, b, strict=True))
-    losses = sum(x < y for x, y in zip(a, b, strict=True))
-    k, n = min(wins, losses), wins + losses
-    if n == 0:
-        return 1.0
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
 
 
 def verdict(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -349,10 +340,7 @@ def verdict(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "chowliu" in cells:
         out["chowliu_minus"] = {
-            m: {
-                **paired_diff(cells["chowliu"]["scores"], c["scores"]),
-                "mcnemar_p": round(mcnemar_p(cells["chowliu"]["scores"], c["scores"]), 4),
-            }
+            m: paired_diff(cells["chowliu"]["scores"], c["scores"])
             for m, c in cells.items()
             if m != "chowliu"
         }
@@ -360,7 +348,9 @@ def verdict(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
     best = max(acc, key=acc.__getitem__)
     ties = sorted(m for m in acc if acc[m] == acc[best])
     clear = len(ties) == 1 and all(
-        mcnemar_p(cells[best]["scores"], c["scores"]) < 0.05 for m, c in cells.items() if m != best
+        mcnemar_exact(cells[best]["scores"], c["scores"]) < 0.05
+        for m, c in cells.items()
+        if m != best
     )
     out["best"] = ties if len(ties) > 1 else best
     out["clear"] = clear
@@ -369,32 +359,24 @@ def verdict(cells: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     methods = result["methods"]
-    lines = [
-        "| arm | question | cap (tokens) | binds | " + " | ".join(methods) + " | winner |",
-        "|---|---|---:|---|" + "---:|" * len(methods) + "---|",
-    ]
+    rows = []
     for st in result["settings"]:
-        row = []
-        for m in methods:
-            c = st["cells"].get(m)
-            row.append(
-                ""
-                if c is None
-                else f"{c['accuracy']:.1f} [{c['ci95'][0]:.0f}, {c['ci95'][1]:.0f}] n={c['n']}"
-            )
+        cells = [st["cells"].get(m) for m in methods]
         v = st.get("verdict", {})
         best = v.get("best", "")
         best = "/".join(best) if isinstance(best, list) else best
-        win = f"{best} ({'clear' if v.get('clear') else 'not clear'})" if best else ""
-        lines.append(
-            f"| {st['arm']} | {st['question']} | {st['cap_factor']}x = {st['cap_tokens']} | "
-            f"{'yes' if st['binds'] else 'NO'} | " + " | ".join(row) + f" | {win} |"
-        )
-    lines.append(
-        "\naccuracy % [95% Wilson interval]; winner: highest accuracy, clear when an exact "
+        rows.append(
+            [st["arm"], st["question"], f"{st['cap_factor']}x = {st['cap_tokens']}",
+             "yes" if st["binds"] else "NO",
+             *("" if c is None else f"{estimate(c['accuracy'], *c['ci95'])} n={c['n']}"
+               for c in cells),
+             f"{best} ({'clear' if v.get('clear') else 'not clear'})" if best else ""]
+        )  # fmt: skip
+    head = ["arm", "question", "cap (tokens)", "binds", *methods, "winner"]
+    return markdown_table(rows, head, align="llrl" + "r" * len(methods) + "l") + (
+        "\n\naccuracy % [95% Wilson interval]; winner: highest accuracy, clear when an exact "
         "McNemar test on the same documents separates it from every other ordering (p < 0.05)"
     )
-    return "\n".join(lines)
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
