@@ -126,7 +126,8 @@ def test_rerun_of_a_finished_folder_calls_no_model(tmp_path):
 
 
 def test_count_source_and_shard_totals(tmp_path):
-    from chunkwise.synth.build import SynthConfig, _shard_total
+    from chunkwise.synth.build import _shard_total
+    from chunkwise.synth.config import SynthConfig
     from chunkwise.synth.sources import count_source
 
     folder = tmp_path / "docs"
