@@ -34,9 +34,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from chunkwise.tables import markdown_table
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "chunkwise"
-DEFAULT_FILES = ("strategies/mapreduce.py", "strategies/protocol.py")
+#: the MapReduce package (strategies/mapreduce.py before its split by job) and the protocol
+DEFAULT_FILES = (
+    "strategies/mapreduce/strategy.py",
+    "strategies/mapreduce/prompts.py",
+    "strategies/mapreduce/replies.py",
+    "strategies/mapreduce/confidence.py",
+    "strategies/mapreduce/map_stage.py",
+    "strategies/mapreduce/collapse.py",
+    "strategies/mapreduce/reduce.py",
+    "strategies/mapreduce/intermediate.py",
+    "strategies/protocol.py",
+)
 #: every fast test file that drives MapReduce (scripted models, ~5 s a run)
 DEFAULT_TESTS = (
     "tests/strategies/test_protocol.py",
@@ -239,9 +252,8 @@ def main() -> None:
         wall_s=round(time.perf_counter() - t0, 1),
     )
     print(json.dumps(result, indent=1))
-    print("\n| file | mutants | killed | survived |\n|---|---:|---:|---:|")
-    for rel, c in result["files"].items():
-        print(f"| {rel} | {c['mutants']} | {c['killed']} | {c['survived']} |")
+    rows = [[rel, c["mutants"], c["killed"], c["survived"]] for rel, c in result["files"].items()]
+    print("\n" + markdown_table(rows, ["file", "mutants", "killed", "survived"]))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1), encoding="utf-8")
 

@@ -12,12 +12,9 @@ import pytest
 from chunkwise.errors import BadInput
 from chunkwise.llm.scripted import ScriptedLLM
 from chunkwise.strategies import Query, get_strategy
-from chunkwise.strategies.mapreduce import (
-    NO_RELEVANT,
-    CollapseError,
-    pack_groups,
-    to_intermediate,
-)
+from chunkwise.strategies.mapreduce.collapse import CollapseError, pack_groups
+from chunkwise.strategies.mapreduce.intermediate import to_intermediate
+from chunkwise.strategies.mapreduce.prompts import NO_RELEVANT
 from chunkwise.strategies.protocol import NO_INFO
 
 NOINFO = "Extracted Information: nothing here\nRationale: unrelated\nAnswer: [NO INFORMATION]\nConfidence Score: 0"
@@ -521,15 +518,15 @@ def test_reduce_order_confidence_puts_unscored_findings_below_a_zero_score():
 
 
 def test_collapsed_confidence_from_inputs_when_collapse_gives_none():
-    from chunkwise.strategies.mapreduce import _combined_confidence
+    from chunkwise.strategies.mapreduce.collapse import combined_confidence
     from chunkwise.strategies.protocol import Record
 
     inputs = [Record(answer="4711", confidence=3), Record(answer="42", confidence=5)]
-    assert _combined_confidence(Record(answer="4711."), inputs) == 3
-    assert _combined_confidence(Record(answer="other"), inputs) == 4.0
-    assert _combined_confidence(Record(answer="x"), [Record(answer="y")]) is None
+    assert combined_confidence(Record(answer="4711."), inputs) == 3
+    assert combined_confidence(Record(answer="other"), inputs) == 4.0
+    assert combined_confidence(Record(answer="x"), [Record(answer="y")]) is None
     thirds = [Record(answer=a, confidence=c) for a, c in (("a", 1), ("b", 2), ("c", 2))]
-    assert _combined_confidence(Record(answer="z"), thirds) == 1.667  # three decimals
+    assert combined_confidence(Record(answer="z"), thirds) == 1.667  # three decimals
 
 
 def test_collapse_without_a_score_inherits_the_inputs_confidence_in_the_flow():
