@@ -24,6 +24,7 @@ import time
 
 from chunkwise.llm import GenerationParams, Request, load_llm
 from chunkwise.llm.parity import PARITY_PROMPTS
+from chunkwise.tables import markdown_table
 
 WORDS = (
     "the grass is green the sky is blue a reader takes notes while the model reads "
@@ -93,16 +94,14 @@ def main() -> None:
     for i, spec in enumerate(specs):
         results[spec] = measure(spec, args, seed=100 * i)
         print(json.dumps({spec: results[spec]}), flush=True)  # partial results as they come
-    print(
-        f"| model | load s | prefill tok/s ({args.long_tokens}) | decode tok/s | "
-        f"wave of {args.wave}x{args.map_tokens}: s | wave prompt tok/s |"
-    )
-    print("|---|---:|---:|---:|---:|---:|")
-    for spec, r in results.items():
-        print(
-            f"| {spec} | {r['load_s']} | {r['prefill']['tok_per_s']} | "
-            f"{r['decode']['tok_per_s']} | {r['wave']['s']} | {r['wave']['prompt_tok_per_s']} |"
-        )
+    head = ["model", "load s", f"prefill tok/s ({args.long_tokens})", "decode tok/s",
+            f"wave of {args.wave}x{args.map_tokens}: s", "wave prompt tok/s"]  # fmt: skip
+    rows = [
+        [spec, r["load_s"], r["prefill"]["tok_per_s"], r["decode"]["tok_per_s"], r["wave"]["s"],
+         r["wave"]["prompt_tok_per_s"]]
+        for spec, r in results.items()
+    ]  # fmt: skip
+    print(markdown_table(rows, head))
     ratios: dict[str, float] = {}
     hf = {s: r for s, r in results.items() if s.startswith("hf:")}
     vl = {s: r for s, r in results.items() if s.startswith("vllm:")}

@@ -1,4 +1,4 @@
-"""Chunking a 10M-character document vs tokenizing it once (goal: ratio < 2).
+"""Chunking a 10M-character document vs tokenizing it once: prints both times and their ratio.
 
 .venv/bin/python bench/chunker_speed.py [--chars 10000000] [--max-tokens 2048]
 """
@@ -52,7 +52,6 @@ def main() -> None:
                 "tokenize_s": round(t_tok, 2),
                 "chunk_s": round(t_chunk, 2),
                 "ratio_chunk_over_tokenize": round(t_chunk / t_tok, 2),
-                "goal": "< 2",
             }
         )
     )

@@ -114,6 +114,20 @@ def probe(adapter: Path, data: Path, family: str, k: int) -> list[dict[str, Any]
     return rows["evidence"] + rows["empty"]
 
 
+def summary_table(rows: list[dict[str, Any]]) -> str:
+    """Per kind of chunk: how many, and the median, least and greatest probability."""
+    from chunkwise.tables import markdown_table
+
+    out = []
+    for kind in ("evidence", "empty"):
+        ps = [r["p_target"] for r in rows if r["chunk"] == kind]
+        if ps:
+            out.append(
+                [kind, len(ps), *(f"{v:.3f}" for v in (statistics.median(ps), min(ps), max(ps)))]
+            )
+    return markdown_table(out, ["chunk", "n", "p(deciding token) median", "min", "max"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--adapter", type=Path, required=True, help="a LoRA folder over hf:default")
@@ -134,13 +148,7 @@ def main() -> None:
         raise SystemExit(f"decision_probe: {e}") from None
     if not rows:
         raise SystemExit(f"decision_probe: no {args.family} map examples in {args.data}")
-    print("\n| chunk | n | p(deciding token) median | min | max |\n|---|---:|---:|---:|---:|")
-    for kind in ("evidence", "empty"):
-        ps = [r["p_target"] for r in rows if r["chunk"] == kind]
-        if ps:
-            print(
-                f"| {kind} | {len(ps)} | {statistics.median(ps):.3f} | {min(ps):.3f} | {max(ps):.3f} |"
-            )
+    print("\n" + summary_table(rows))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rows, indent=1), encoding="utf-8")

@@ -12,6 +12,7 @@ import json
 import time
 
 from chunkwise.llm import GenerationParams, Request, load_llm
+from chunkwise.tables import markdown_table
 
 
 def _time(fn, reps: int) -> float:
@@ -61,13 +62,12 @@ def main() -> None:
     plain_s = time.perf_counter() - t0
     same = [a.text for a in fast_out] == [b.text for b in plain_out]
 
-    print("| rows | linear ms | (W @ x.T).T ms | ratio |")
-    print("|---:|---:|---:|---:|")
-    for r in head_rows:
-        print(
-            f"| {r['rows']} | {r['linear_ms']:.1f} | {r['fast_ms']:.1f} | "
-            f"{r['linear_ms'] / r['fast_ms']:.2f} |"
-        )
+    rows = [
+        [r["rows"], f"{r['linear_ms']:.1f}", f"{r['fast_ms']:.1f}",
+         f"{r['linear_ms'] / r['fast_ms']:.2f}"]
+        for r in head_rows
+    ]  # fmt: skip
+    print(markdown_table(rows, ["rows", "linear ms", "(W @ x.T).T ms", "ratio"], align="rrrr"))
     print(
         f"decoding {args.rows} prompts x {args.new_tokens} tokens: linear {plain_s:.1f} s, "
         f"fast head {fast_s:.1f} s, ratio {plain_s / fast_s:.2f}; same outputs: {same}"
