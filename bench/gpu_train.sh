@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Long-sequence training throughput on ONE GPU (prepared for an H200): a Llama-3.1-8B-shaped
 # model with random weights, bf16, at 32K and 128K tokens per sequence. Prints JSON with
-# tokens/s, MFU and peak memory per length (bench/gpu_train.py). Goal: MFU >= 45%, 128K fits.
+# tokens/s, MFU and peak memory per length (bench/gpu_train.py).
 #
 #   bash bench/gpu_train.sh                      # both lengths, 3 timed steps each
 #   bash bench/gpu_train.sh --activation-offload # checkpointed activations in CPU memory
