@@ -35,6 +35,8 @@ from typing import Any
 
 import httpx
 
+from chunkwise.tables import markdown_table
+
 MODES = ("plain", "stream")
 #: the whole run may take --seconds + --request-timeout + this (a stuck client is a failure)
 GRACE_S = 30.0
@@ -369,6 +371,7 @@ def table(result: dict[str, Any]) -> str:
     for run in result["runs"]:
         errors = ", ".join(f"{k} {v}" for k, v in {**run["errors"], **run["broken"]}.items())
         for mode, s in [("all", run), *run["by_mode"].items()]:
+            first = mode == "all"
             rows.append(
                 [
                     run["model"],
@@ -379,14 +382,12 @@ def table(result: dict[str, Any]) -> str:
                     s["requests_per_s"],
                     s["latency_ms"]["p50"],
                     s["latency_ms"]["p99"],
-                    (errors or "none") if mode == "all" else "",
-                    run["server_rss_mib"]["peak"] if mode == "all" else "",
-                    run["ok"] if mode == "all" else "",
+                    (errors or "none") if first else None,
+                    run["server_rss_mib"]["peak"] if first else None,
+                    run["ok"] if first else None,
                 ]
             )
-    cells = [COLUMNS, *[[str(c) for c in r] for r in rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells)
+    return markdown_table(rows, COLUMNS, align="ll" + "r" * 6 + "lrl")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -21,7 +21,7 @@ def test_a_short_scripted_run_keeps_every_invariant(tmp_path, capsys):
     printed = capsys.readouterr().out.strip().splitlines()
     result = json.loads(out.read_text())
     assert json.loads(printed[-1]) == result  # the JSON is the last line
-    assert printed[0].split()[:3] == ["model", "mode", "sent"]
+    assert printed[0].split("|")[1:4] == [" model ", " mode ", " sent "]
     assert rc == 0 and result["ok"], result
     (run,) = result["runs"]
     assert run["invariants"] == {
