@@ -15,8 +15,8 @@ import argparse
 import json
 import time
 
+from chunkwise.benchmarks.infinitebench.metrics import score_one
 from chunkwise.data.synthetic import generate, passkey_query
-from chunkwise.eval.metrics import score_one
 from chunkwise.llm import load_llm
 from chunkwise.strategies import get_strategy
 

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
+from chunkwise.benchmarks.infinitebench.metrics import score_one
 from chunkwise.data import synthetic
 from chunkwise.data.synthetic import GENERATORS, generate, needle_depths
 from chunkwise.errors import BadInput
-from chunkwise.eval.metrics import score_one
 from chunkwise.text import WordPieceCounter
 
 COUNTER = WordPieceCounter()

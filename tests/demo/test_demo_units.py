@@ -34,7 +34,7 @@ def test_document_sets_are_deterministic_disjoint_and_held_out(tmp_path):
     assert {d.family for d, _, _ in sets["heldout"]} == set(size.eval_tasks)
     assert size.unseen_families() == ("number_string",)
     # the held-out set is what `chunkwise eval --benchmark generated` reads
-    from chunkwise.eval.benchmarks import get_benchmark
+    from chunkwise.benchmarks import get_benchmark
 
     bench = get_benchmark("generated")
     td = bench.load(

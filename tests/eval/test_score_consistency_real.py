@@ -13,7 +13,7 @@ import json
 import pytest
 
 from chunkwise import cli
-from chunkwise.eval.metrics import score_one, score_predictions_file
+from chunkwise.benchmarks.infinitebench.metrics import score_one, score_predictions_file
 
 #: InfiniteBench's passkey noise and needle (construct_synthetic_dataset.py)
 NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."

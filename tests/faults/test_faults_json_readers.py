@@ -99,9 +99,9 @@ def test_synth_docs_skip_bad_lines_and_count_them(tmp_path, name):
 
 @pytest.mark.parametrize("name", ["deep_array", "invalid_utf8", "nan", "not_an_object"])
 def test_data_loaders_name_file_and_line(tmp_path, name):
-    from chunkwise.data.leval import load_leval
-    from chunkwise.data.qasper import load_qasper
-    from chunkwise.data.quality_trees import load_quality
+    from chunkwise.benchmarks.leval.loader import load_leval
+    from chunkwise.benchmarks.qasper.loader import load_qasper
+    from chunkwise.benchmarks.quality.loader import load_quality
     from chunkwise.train.formats import read_records
 
     loaders = {
@@ -123,7 +123,7 @@ def test_data_loaders_name_file_and_line(tmp_path, name):
 
 
 def test_qasper_whole_file_json(tmp_path):
-    from chunkwise.data.qasper import load_qasper
+    from chunkwise.benchmarks.qasper.loader import load_qasper
 
     p = tmp_path / "qasper-dev-v0.3.json"
     p.write_bytes(BAD_LINES["deep_object"])

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chunkwise.benchmarks import discover, get_benchmark
 from chunkwise.errors import BadInput
-from chunkwise.eval.benchmarks import discover, get_benchmark
 
 STORY = "Once upon a time Marie lived in Paris. She discovered radium in her small shed."
 DELETE = object()  # a mutation that removes the field

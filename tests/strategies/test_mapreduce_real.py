@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from chunkwise.benchmarks.infinitebench.metrics import score_one
 from chunkwise.data.synthetic import generate, passkey_query
-from chunkwise.eval.metrics import score_one
 from chunkwise.llm import load_llm
 from chunkwise.strategies import get_strategy
 from chunkwise.strategies.mapreduce import to_intermediate

@@ -29,7 +29,7 @@ def warm_umap():
 
 @pytest.fixture(scope="module")
 def story(shared_dir):
-    from chunkwise.data.leval import load_leval
+    from chunkwise.benchmarks.leval.loader import load_leval
 
     ex, _ = load_leval("quality", shared_dir / "data" / "leval", limit=1)
     return ex[0]["context"][:6000], ex[0]

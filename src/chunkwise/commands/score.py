@@ -9,7 +9,7 @@ HELP = "score a predictions JSONL file with InfiniteBench's official or LLM×Map
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from chunkwise.eval.metrics import EXTRACTORS, SCORERS, TASKS
+    from chunkwise.benchmarks.infinitebench.metrics import EXTRACTORS, SCORERS, TASKS
 
     parser.add_argument("--task", required=True, help=f"one of: {', '.join(TASKS)}")
     parser.add_argument(
@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from chunkwise.eval.metrics import score_predictions_file
+    from chunkwise.benchmarks.infinitebench.metrics import score_predictions_file
 
     result = score_predictions_file(
         args.task,

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from chunkwise.benchmarks.generated.loader import GeneratedSpec
 from chunkwise.data.families import TRAIN_SEED, Doc, get_family
 from chunkwise.demo.sizes import DemoSize
-from chunkwise.eval.generated_benchmarks import GeneratedSpec
 from chunkwise.io import atomic_write_text
 
 

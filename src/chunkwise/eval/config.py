@@ -114,7 +114,7 @@ class EvalConfig:
             raise BadInput("output (the run folder) is empty")
         revision = self.revision
         if self.data.strip() == "hub" and revision is None and self.benchmark == "infinitebench":
-            from chunkwise.data.infinitebench import HUB_REVISION
+            from chunkwise.benchmarks.infinitebench.loader import HUB_REVISION
 
             revision = HUB_REVISION
         return dataclasses.replace(

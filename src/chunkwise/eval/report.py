@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from chunkwise.benchmarks.infinitebench.extractors import reads_raw
 from chunkwise.errors import BadInput
-from chunkwise.eval.extractors import reads_raw
 from chunkwise.eval.results import (
     STAT_KEYS,
     average_block,

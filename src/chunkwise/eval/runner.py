@@ -15,9 +15,10 @@ calls ``answer(document, query, llm)``; nothing here knows one strategy from ano
 it hands over records every call (:mod:`.recording`), which gives each prediction its exact
 prompt(s) and the raw text of the last call. Scoring reads that raw text when the extractor
 asks for it. ``extract: auto`` picks the extractor for the reply format of the strategy's prompt
-sets (:data:`~chunkwise.eval.extractors.AUTO_EXTRACT`): under mapreduce, the strategy's parsed
-answer (``parsed``), which is what our prompts' ``Answer:`` field holds; LLM×MapReduce's own
-processing (``mapreduce``) is for the reference's outputs and is asked for by name.
+sets (:data:`~chunkwise.benchmarks.infinitebench.extractors.AUTO_EXTRACT`): under mapreduce,
+the strategy's parsed answer (``parsed``), which is what our prompts' ``Answer:`` field holds;
+LLM×MapReduce's own processing (``mapreduce``) is for the reference's outputs and is asked for
+by name.
 
 Order of work: config, benchmark, tasks, scoring, templates and strategy are checked; then the
 data is loaded and checked (sources that need no tokenizer) before the model is; config.yaml
@@ -46,11 +47,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chunkwise.benchmarks import Benchmark, get_benchmark
+from chunkwise.benchmarks.infinitebench.extractors import ANSWER_MARKERS, resolve_extract
 from chunkwise.errors import BadInput, ChunkwiseError, LLMRequestError, MissingDependency
-from chunkwise.eval.benchmarks import Benchmark, get_benchmark
 from chunkwise.eval.config import RESUME_EXEMPT, EvalConfig, take
 from chunkwise.eval.distributed import Dist
-from chunkwise.eval.extractors import ANSWER_MARKERS, resolve_extract
 from chunkwise.eval.recording import RecordingLLM
 from chunkwise.eval.report import finish, score_record, wandb_samples
 from chunkwise.eval.rescore import rescore_model_info

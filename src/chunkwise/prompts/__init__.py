@@ -1,6 +1,8 @@
 """Prompt sets as package data: ``<strategy>/<kind>.yaml`` with a ``defaults`` section and
 per-task-family overrides. ``kind`` is ``chat`` (instruction-following models, given as chat
-messages) or ``base`` (completion-style scaffolds a base model can continue)."""
+messages) or ``base`` (completion-style scaffolds a base model can continue). A benchmark's
+own question wording lives in its package (``chunkwise.benchmarks.<name>``), read with the
+same :func:`load_prompt_file`."""
 
 from __future__ import annotations
 
@@ -12,12 +14,19 @@ from chunkwise.config import load_yaml
 from chunkwise.errors import BadInput
 
 
+def load_prompt_file(package: str, name: str) -> dict[str, Any]:
+    """A YAML prompt file shipped as package data: ``name`` (``mapreduce/chat.yaml``) inside
+    ``package`` (``chunkwise.prompts``, or a benchmark's own package)."""
+    path = resources.files(package) / name
+    if not path.is_file():
+        raise BadInput(f"no prompt set {name} in {package}")
+    where = package.removeprefix("chunkwise.").replace(".", "/") + "/" + name
+    return load_yaml(path.read_text(encoding="utf-8"), where)
+
+
 @cache
 def _load_file(strategy: str, kind: str) -> dict[str, Any]:
-    path = resources.files("chunkwise.prompts") / strategy / f"{kind}.yaml"
-    if not path.is_file():
-        raise BadInput(f"no prompt set {strategy}/{kind}.yaml in chunkwise.prompts")
-    return load_yaml(path.read_text(encoding="utf-8"), f"prompts/{strategy}/{kind}.yaml")
+    return load_prompt_file("chunkwise.prompts", f"{strategy}/{kind}.yaml")
 
 
 def load_text(name: str) -> str:

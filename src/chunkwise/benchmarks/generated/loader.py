@@ -1,0 +1,87 @@
+"""The generated benchmark's loader: documents of a family at a length, from the held-out or
+the training seeds (``heldout:LENGTH`` | ``train:LENGTH``), each an example whose ground truth
+keeps what the family's query and scorer need.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from chunkwise.benchmarks.types import TaskData
+from chunkwise.data.families import FAMILIES, HELDOUT_SEED, TRAIN_SEED, Doc, get_family
+from chunkwise.errors import BadInput
+
+TASKS = tuple(FAMILIES)
+SPLITS = {"heldout": HELDOUT_SEED, "train": TRAIN_SEED}
+_SPEC = re.compile(r"^(heldout|train):(\d+)$")
+
+
+@dataclass(frozen=True)
+class GeneratedSpec:
+    split: str
+    length: int
+    #: documents are sized with the model's tokenizer: the runner loads them after the model
+    needs_tokenizer = True
+
+    def seed(self) -> int:
+        """The family seed: the held-out split offsets by the length, as bench/mr_trained.py
+        does, so each length reads other documents."""
+        return SPLITS[self.split] + (self.length if self.split == "heldout" else 0)
+
+    def __str__(self) -> str:
+        return f"{self.split}:{self.length}"
+
+
+def parse_data_spec(data: str) -> GeneratedSpec:
+    m = _SPEC.match((data or "").strip())
+    if not m or int(m.group(2)) < 200:
+        raise BadInput(
+            f"--data {data!r}: the generated benchmark takes heldout:<tokens> or "
+            "train:<tokens> (document length in tokens, at least 200), e.g. heldout:4000"
+        )
+    return GeneratedSpec(m.group(1), int(m.group(2)))
+
+
+def load_task(
+    task: str,
+    spec: GeneratedSpec,
+    *,
+    limit: int | None = None,
+    revision: str | None = None,
+    seed: int = 0,
+    count_tokens: Any = None,
+) -> TaskData:
+    if task not in TASKS:
+        raise BadInput(f"unknown generated task {task!r}; valid: {', '.join(TASKS)}")
+    if count_tokens is None:
+        raise BadInput("the generated benchmark sizes its documents with the model's tokenizer")
+    n = 20 if limit is None else limit
+    if n < 1:
+        raise BadInput(f"--limit must be at least 1 for generated documents, got {n}")
+    docs = get_family(task).make(
+        n=n, seed=spec.seed() + seed, length_tokens=spec.length, count_tokens=count_tokens
+    )
+    examples = [to_example(d) for d in docs]
+    source = {"split": spec.split, "length": spec.length, "seed": spec.seed() + seed}
+    return TaskData(task, examples, source, len(examples))
+
+
+def to_example(doc: Doc) -> dict[str, Any]:
+    """A runner example; the ground truth keeps what the family's query and scorer need."""
+    return {
+        "id": doc.id,
+        "context": doc.context,
+        "input": doc.question,
+        "answer": {
+            "answer": doc.answer,
+            "task": doc.task,
+            "answer_prefix": doc.answer_prefix,
+            "max_answer_tokens": doc.max_answer_tokens,
+        },
+        "options": [],
+    }
+
+
+__all__ = ["TASKS", "GeneratedSpec", "load_task", "parse_data_spec", "to_example"]

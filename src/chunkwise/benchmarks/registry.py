@@ -1,0 +1,151 @@
+"""The benchmark registry: name -> how to load a task, ask its questions and score the answers.
+
+A benchmark is a small registered unit, so the runner never special-cases one: it loads a
+task's examples (:class:`~chunkwise.benchmarks.types.Example`), turns each into a
+:class:`~chunkwise.strategies.Query` with :attr:`Benchmark.build_query`, and scores the
+predictions with :attr:`Benchmark.score`. Each benchmark is a subpackage of
+:mod:`chunkwise.benchmarks` whose ``__init__`` calls :func:`register_benchmark`; the
+subpackages are found and imported on first use (:func:`discover`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from chunkwise.benchmarks.checks import check_examples
+from chunkwise.benchmarks.types import TaskData
+from chunkwise.errors import BadInput
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark: its tasks, how its ``--data`` is read, asked and scored."""
+
+    name: str
+    tasks: tuple[str, ...]
+    #: ``parse_data(text) -> spec`` checks a ``--data`` value before any model is loaded
+    parse_data: Callable[[str], Any]
+    #: ``load(task, spec, *, limit, revision, seed, count_tokens) ->``
+    #: :class:`~chunkwise.benchmarks.types.TaskData`
+    load: Callable[..., TaskData]
+    #: ``build_query(task, example, kind, window) -> Query``; kind is chat | base
+    build_query: Callable[..., Any]
+    #: ``score(task, prediction, ground_truth, scorer, extract) -> float in [0, 1]``
+    score: Callable[[str, str, Any, str, str], float]
+    scorers: tuple[str, ...] = ("official",)
+    extractors: tuple[str, ...] = ("none",)
+    #: version string of the benchmark's question wording (recorded in results.json)
+    prompt_version: Callable[[], str] = lambda: "0"
+    #: short display names for tables and plots
+    display: dict[str, str] = field(default_factory=dict)
+    default_data: str = "hub"
+    #: ``available_tasks(data_spec) -> tasks`` the data can provide (``--tasks all``); None:
+    #: every task
+    available_tasks: Callable[[Any], Sequence[str]] | None = None
+    #: ``load_templates(path, family) -> templates`` for ``--prompt-source`` (official prompt
+    #: files); ``build_query`` then takes ``templates=``. None: the benchmark has none
+    load_templates: Callable[[str, str], Any] | None = None
+    #: ``extract_answer(task, text, extract) -> text`` the scorer reads (recorded per sample)
+    extract_answer: Callable[[str, str, str], str] | None = None
+    #: ``task_config(task, kind, templates) -> dict`` what defines a task's prompts (hashed)
+    task_config: Callable[[str, str, Any], dict[str, Any]] | None = None
+
+    def all_tasks(self, data_spec: Any) -> list[str]:
+        if self.available_tasks is None:
+            return list(self.tasks)
+        return list(self.available_tasks(data_spec))
+
+    def extracted(self, task: str, text: str, extract: str) -> str:
+        return text if self.extract_answer is None else self.extract_answer(task, text, extract)
+
+    def check_tasks(self, tasks: Sequence[str]) -> list[str]:
+        """The tasks, deduplicated in order; an unknown one is an error listing the valid."""
+        out: list[str] = []
+        for t in tasks:
+            t = t.strip()
+            if not t:
+                continue
+            if t not in self.tasks:
+                raise BadInput(
+                    f"unknown {self.name} task {t!r}; valid tasks: {', '.join(self.tasks)}"
+                )
+            if t not in out:
+                out.append(t)
+        if not out:
+            raise BadInput(f"no tasks given; valid {self.name} tasks: {', '.join(self.tasks)}")
+        return out
+
+    def check_scoring(self, scorer: str, extract: str) -> None:
+        if scorer not in self.scorers:
+            raise BadInput(f"unknown scorer {scorer!r}; valid scorers: {', '.join(self.scorers)}")
+        if extract not in self.extractors:
+            raise BadInput(
+                f"unknown extractor {extract!r}; valid extractors: {', '.join(self.extractors)}"
+            )
+
+
+BENCHMARKS: dict[str, Callable[[], Benchmark]] = {}
+
+
+def register_benchmark(name: str, factory: Callable[[], Benchmark]) -> None:
+    """Register a benchmark; the factory is called on first use (imports stay lazy)."""
+    BENCHMARKS[name] = factory
+
+
+_discovered = False
+
+
+def discover() -> dict[str, Callable[[], Benchmark]]:
+    """Import every subpackage of :mod:`chunkwise.benchmarks` once (each registers itself)."""
+    global _discovered
+    if not _discovered:
+        import importlib
+        import logging
+        import pkgutil
+
+        import chunkwise.benchmarks as pkg
+
+        _discovered = True
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if not info.ispkg:
+                continue
+            try:
+                importlib.import_module(f"chunkwise.benchmarks.{info.name}")
+            except ImportError as e:  # a peer's optional dependency: the others still work
+                logging.getLogger(__name__).warning("benchmark %s unavailable: %s", info.name, e)
+    return BENCHMARKS
+
+
+def get_benchmark(name: str) -> Benchmark:
+    """The registered benchmark ``name``; its ``load`` checks the examples it returns."""
+    factory = BENCHMARKS.get(name) or discover().get(name)
+    if factory is None:
+        raise BadInput(f"unknown benchmark {name!r}; valid benchmarks: {', '.join(BENCHMARKS)}")
+    return checked(factory())
+
+
+def checked(bench: Benchmark) -> Benchmark:
+    """``bench`` whose ``load`` also checks the examples against the runner's contract
+    (:func:`chunkwise.benchmarks.checks.check_examples`: unique string or integer ids, string
+    context and input, options a list of strings) before any model call. Loaders check their
+    records themselves, naming ``file:line``; this is the backstop for any that misses one."""
+    load = bench.load
+
+    def checked_load(task: str, spec: Any, **kwargs: Any) -> TaskData:
+        data = load(task, spec, **kwargs)
+        check_examples(data.examples, f"{bench.name} {task}")
+        return data
+
+    return replace(bench, load=checked_load)
+
+
+__all__ = [
+    "BENCHMARKS",
+    "Benchmark",
+    "checked",
+    "discover",
+    "get_benchmark",
+    "register_benchmark",
+]
