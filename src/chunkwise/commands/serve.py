@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from chunkwise.errors import BadInput
     from chunkwise.llm import load_llm
     from chunkwise.serve import OpenAIServer
-    from chunkwise.serve.server import LOOPBACK
+    from chunkwise.serve.limits import LOOPBACK
 
     log = logging.getLogger("chunkwise.serve")
     if not 0 <= args.port <= 65535:

@@ -25,11 +25,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chunkwise.llm.base import LLM, Completion
 from chunkwise.serve.errors import ApiError, excerpt
-from chunkwise.serve.limits import Limits
+from chunkwise.serve.limits import LOOPBACK, Limits
 from chunkwise.serve.responses import ChunkWriter, whole
 from chunkwise.serve.scheduling import ByteBudget, Job, Scheduler, ServerStats
 from chunkwise.serve.schemas import GenerationCall, check_window, parse_chat, parse_completions
-from chunkwise.serve.server import LOOPBACK
 
 log = logging.getLogger(__name__)
 

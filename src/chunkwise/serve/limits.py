@@ -6,6 +6,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+#: the names a loopback-bound server answers to (Host header) and trusts as origins
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
 
 @dataclass(frozen=True)
 class Limits:

@@ -18,7 +18,6 @@ log = logging.getLogger(__name__)
 
 #: pending connections the kernel queues before accept (a burst of clients must not stall)
 BACKLOG = 4096
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def default_name(llm: LLM) -> str:
