@@ -1,206 +1,37 @@
-"""DTCRS: a summary tree built per question, guided by its sub-questions.
-
-Per question:
-
-1. **Table of contents** of the document, written by the LLM (cached per document: it does
-   not depend on the question). Reference setting: from the document's first 125,000
-   characters (``toc_input=head``), cut further, keeping the head, to what fits the window.
-2. **Classifier**: given the table of contents, does the question need information from
-   several sections? A "no" sends the question to DPR-style retrieval (:class:`Retrieval`).
-3. **Decomposition**: the question is broken into sub-questions, guided by the table of
-   contents. Reference setting: every non-empty line of the reply is a sub-question (its
-   list marker removed), no cap and no retries; an empty reply leaves the question itself.
-4. **First layer**: 500-token chunks of whole sentences; no summary layer at all when there
-   are ``dim + 1`` (11) or fewer chunks (the reference's stop rule applies at layer 0 too).
-   Otherwise chunk and sub-question embeddings are reduced by one UMAP fit together and a
-   Gaussian mixture with exactly one component per sub-question, means initialised at the
-   reduced sub-question points, gives soft clusters (posterior above the threshold).
-   A cluster over 10,000 tokens is re-clustered, guided by the same sub-questions (the
-   reference recurses into its clustering with the sub-questions; its recursion falls back
-   to the hierarchical scheme), and packed in document order only when that cannot split it.
-5. **Higher layers** as RAPTOR (BIC, global + local), usually none: the first layer has as
-   many nodes as sub-questions, below RAPTOR's stop rule.
-6. **Collapsed-tree retrieval** over leaves and summaries (3,500 tokens, at most 10 nodes),
-   then one answer call.
-
-Defaults follow the reference code (luoguanran/DTCRS: ``cluster_tree_builder.py``,
-``cluster_utils.py``, ``query_breakdown.py``, ``RetrievalAugmentation.py``); ``preset=v1``
-restores this project's earlier settings (2 leaves suffice for a layer, 3,500-token clusters
-split by RAPTOR's clustering then document order, numbered sub-questions only, 2 to 5 of
-them with 2 sampled retries, a 2,000-token retrieval budget, the table of contents from an
-evenly spaced 3,000-token excerpt). Any option given explicitly overrides the preset.
-
-Ablation switches (the paper's): ``classifier=false`` (every question builds a tree),
-``toc=false`` (classifier and decomposer see only the question), ``decomposition=false`` (the
-question itself is the only guide: a one-component first layer), ``global_clustering=false``
-(the reference's ``cluster_method=hierarchical``: the joint UMAP uses ``sqrt(N - 1)``
-neighbours instead of 10, and each guided cluster of more than ``dim + 1`` chunks is split
-again by RAPTOR's local stage).
+"""The DTCRS strategy: its options, the per-document caches (table of contents, leaves) and a
+run's stages in order; the stages' own work lives in the modules beside this one.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
-from typing import Any
-
-import numpy as np
 
 from chunkwise.llm import LLM
 from chunkwise.strategies import clustering
 from chunkwise.strategies.base import Answer, Query, Stats, TraceEvent, register
+from chunkwise.strategies.dtcrs.excerpts import TOC_INPUTS, head_excerpt, spread_excerpt
+from chunkwise.strategies.dtcrs.first_layer import first_layer
+from chunkwise.strategies.dtcrs.presets import PRESETS, RECLUSTER
+from chunkwise.strategies.dtcrs.questions import SUBQUESTION_PARSERS, classify, decompose
 from chunkwise.strategies.raptor import LayerGrower
 from chunkwise.strategies.retrieval import Retrieval
-from chunkwise.strategies.tree import (
+from chunkwise.strategies.trees.answering import answer_from_context, context_budget
+from chunkwise.strategies.trees.cache import LRU
+from chunkwise.strategies.trees.calls import Prompts, TreeRun, load_prompts, timed
+from chunkwise.strategies.trees.leaves import document_key, leaf_tree
+from chunkwise.strategies.trees.nodes import Tree
+from chunkwise.strategies.trees.options import EmbeddingStrategy, check_option
+from chunkwise.strategies.trees.select import (
     CONTEXT_ORDERS,
-    LRU,
-    SEPARATOR_TOKENS,
-    EmbeddingStrategy,
-    Prompts,
-    Tree,
-    TreeRun,
-    answer_from_context,
     build_context,
-    check_option,
-    context_budget,
-    document_key,
-    leaf_tree,
-    load_prompts,
     query_text,
     select_nodes,
-    sentence_chunks,
-    summary_input_budget,
-    timed,
 )
+from chunkwise.strategies.trees.summaries import summary_input_budget
 from chunkwise.text import chunk_budget
 
 log = logging.getLogger(__name__)
-
-_NUMBERED = re.compile(r"^\s*(?:\(?\d+[.):]|[-*•]|Q\d+[.:]|Sub-?question\s*\d*[.:])\s*", re.I)
-_YES = re.compile(r"\byes\b", re.I)
-
-
-def parse_subquestions(text: str, limit: int = 0) -> list[str]:
-    """Sub-questions from a numbered or bulleted list, one per line; bare lines count only
-    when they end with a question mark. Duplicates (case-insensitive) are dropped.
-    (``subquestions=numbered``, this project's earlier rule.)"""
-    out: list[str] = []
-    seen: set[str] = set()
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        numbered = bool(_NUMBERED.match(line))
-        body = _NUMBERED.sub("", line).strip().strip('"').strip()
-        if not body or (not numbered and not body.endswith("?")):
-            continue
-        if len(body.split()) < 2:
-            continue
-        key = " ".join(body.lower().split())
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(body)
-        if limit and len(out) >= limit:
-            break
-    return out
-
-
-def parse_yes(text: str) -> bool:
-    """The classifier's label: "yes" anywhere in the reply (the DTCRS code's rule)."""
-    return bool(_YES.search(text))
-
-
-def spread_excerpt(document: str, llm: LLM, budget: int, piece_tokens: int = 120) -> str:
-    """``document`` if it fits ``budget`` tokens, else evenly spaced runs of whole sentences
-    (about ``piece_tokens`` each) that together fit, joined by an ellipsis line."""
-    if llm.count_tokens(document) <= budget:
-        return document.strip()
-    # pieces small enough that at least ~6 of them fit, so the excerpt spans the document
-    piece_tokens = max(16, min(piece_tokens, budget // 6))
-    pieces = sentence_chunks(document, llm, piece_tokens)
-    if not pieces:
-        return ""
-    sep_cost = 4
-    k = max(1, budget // (piece_tokens + sep_cost))
-    picks = sorted({round(x) for x in np.linspace(0, len(pieces) - 1, min(k, len(pieces)))})
-    chosen, used = [], 0
-    for i in picks:
-        text, n = pieces[i]
-        if used + n + sep_cost > budget:
-            continue
-        chosen.append(text)
-        used += n + sep_cost
-    return "\n...\n".join(chosen)
-
-
-def parse_lines(text: str, limit: int = 0) -> list[str]:
-    """Every non-empty line is a sub-question (the reference's rule), its list marker
-    ("1.", "-", "Sub-question 2:") removed; a line with nothing after its marker is skipped."""
-    out = []
-    for line in text.splitlines():
-        body = _NUMBERED.sub("", line.strip()).strip()
-        if body:
-            out.append(body)
-            if limit and len(out) >= limit:
-                break
-    return out
-
-
-SUBQUESTION_PARSERS = {"lines": parse_lines, "numbered": parse_subquestions}
-
-
-def head_excerpt(document: str, llm: LLM, max_chars: int, budget: int) -> str:
-    """The document's first ``max_chars`` characters (0 = all), cut further, at a token
-    boundary, to at most ``budget`` tokens (the head is kept)."""
-    text = document[:max_chars] if max_chars > 0 else document
-    offsets = llm.token_offsets(text)
-    if len(offsets) <= budget:
-        return text.strip()
-    keep = budget
-    while keep > 0:
-        cut = text[: offsets[keep - 1][1]]
-        if llm.count_tokens(cut) <= budget:
-            return cut.strip()
-        keep -= 8
-    return ""
-
-
-TOC_INPUTS = ("head", "spread")
-
-#: the reference code's settings (luoguanran/DTCRS), and this project's earlier ones
-PRESETS: dict[str, dict[str, Any]] = {
-    "reference": {
-        "min_leaves": 0,  # 0 = dim + 2: a layer needs more than dim + 1 leaves
-        "max_cluster_tokens": 10000,
-        "recluster": "guided",
-        "subquestions": "lines",
-        "min_subquestions": 1,
-        "max_subquestions": 0,
-        "decompose_retries": 0,
-        "max_context_tokens": 3500,
-        "top_k": 10,
-        "toc_input": "head",
-        "toc_input_chars": 125000,
-        "toc_input_tokens": 0,
-    },
-    "v1": {
-        "min_leaves": 2,
-        "max_cluster_tokens": 3500,
-        "recluster": "raptor",
-        "subquestions": "numbered",
-        "min_subquestions": 2,
-        "max_subquestions": 5,
-        "decompose_retries": 2,
-        "max_context_tokens": 2000,
-        "top_k": 0,
-        "toc_input": "spread",
-        "toc_input_chars": 0,
-        "toc_input_tokens": 3000,
-    },
-}
-RECLUSTER = ("guided", "raptor")
 
 
 @register
@@ -408,37 +239,6 @@ class DTCRS(EmbeddingStrategy):
         self._tocs.put(key, (toc, seconds))
         return toc, False, seconds
 
-    def classify(self, run: TreeRun, p: Prompts, toc: str, query: Query) -> bool:
-        name = "classify" if self.toc else "classify_no_toc"
-        out = run.call(
-            "classify",
-            [p.render(name, toc=toc, question=query.question.strip())],
-            p.params("classify", self.temperature),
-        )[0]
-        return parse_yes(out.text)
-
-    def decompose(self, run: TreeRun, p: Prompts, toc: str, query: Query) -> tuple[list[str], bool]:
-        """Sub-questions (at least ``min_subquestions`` when the model gives them). Returns
-        (sub-questions, whether the fallback had to add the original question)."""
-        name = "decompose" if self.toc else "decompose_no_toc"
-        prompt = p.render(name, toc=toc, question=query.question.strip())
-        lead = p.templates.get("decompose_lead", "")
-        parse = SUBQUESTION_PARSERS[self.subquestions]
-        best: list[str] = []
-        for attempt in range(1 + self.decompose_retries):
-            params = p.params("decompose", self.temperature)
-            if attempt:
-                params = params.with_(temperature=0.7, seed=self.seed + attempt)
-            out = run.call("decompose", [prompt], params)[0]
-            subs = parse(lead + out.text, self.max_subquestions)
-            if len(subs) > len(best):
-                best = subs
-            if len(best) >= self.min_subquestions:
-                return best, False
-        q = query.question.strip()
-        merged = [*best, q] if all(s.lower() != q.lower() for s in best) else best
-        return (merged[: self.max_subquestions] if self.max_subquestions else merged), True
-
     def leaves(self, document: str, llm: LLM) -> tuple[Tree, bool, float]:
         """Chunks and their embeddings (cached per document; copied so a question's summary
         layers never leak into another's tree). Returns (tree, cached, seconds the leaves
@@ -453,48 +253,6 @@ class DTCRS(EmbeddingStrategy):
             self._leaves.put(key, hit)
         base, seconds = hit
         return base.leaves_only(), cached, seconds
-
-    def first_layer(
-        self, tree: Tree, grower: LayerGrower, subquestions: list[str]
-    ) -> tuple[list[list[int]], dict[str, Any]]:
-        """Clusters of leaves guided by the sub-questions (global node ids)."""
-        q_emb = self._embedder().encode(subquestions)
-        mode = "global" if self.global_clustering else "hierarchical"
-        grower.warm()
-
-        def guided(members: list[int], how: str) -> clustering.GuidedLayer:
-            return clustering.guided_clusters(
-                tree.embeddings[members],
-                q_emb,
-                dim=self.dim,
-                threshold=self.threshold,
-                mode=how,
-                random_state=self.seed,
-            )
-
-        leaves = list(tree.layers[0])
-        layer = guided(leaves, mode)
-        clusters = [[leaves[i] for i in c] for c in layer.clusters]
-
-        def recluster(members: list[int]) -> list[list[int]]:
-            if self.recluster == "raptor":
-                return grower.cluster(tree, members)
-            # the reference recurses with the same sub-questions; its recursion does not
-            # pass the cluster method on, so it runs the hierarchical scheme
-            sub = guided(members, "hierarchical")
-            return [[members[i] for i in c] for c in sub.clusters]
-
-        sizes = [n.tokens + SEPARATOR_TOKENS for n in tree.nodes]
-        before = len(clusters)
-        clusters = clustering.split_oversized(clusters, sizes, grower.input_budget, recluster)
-        info = {
-            "first_layer_components": layer.mixture.n_components,
-            "first_layer_clusters": len(clusters),
-            "first_layer_mode": mode,
-            "oversized_splits": len(clusters) - before,
-            "unassigned_leaves": len(layer.unassigned),
-        }
-        return clusters, info
 
     # -- the pipeline ----------------------------------------------------------------------
     def run(self, document: str, query: Query, llm: LLM) -> Answer:
@@ -531,7 +289,7 @@ class DTCRS(EmbeddingStrategy):
             if cached:  # what writing it took, the first time (not paid again here)
                 extra["reused_seconds"] = round(first, 3)
 
-        if self.classifier and not self.classify(run, p, toc, query):
+        if self.classifier and not classify(self, run, p, toc, query):
             extra["route"] = "retrieval"
             extra["build_seconds"] = round(time.perf_counter() - t0, 3)
             ans = self.dpr.answer_into(document, query, llm, stats, trace)
@@ -540,7 +298,7 @@ class DTCRS(EmbeddingStrategy):
             return ans
 
         if self.decomposition:
-            subs, fallback = self.decompose(run, p, toc, query)
+            subs, fallback = decompose(self, run, p, toc, query)
         else:
             subs, fallback = [query.question.strip()], False
         extra.update(subquestions=subs, decomposition_fallback=fallback)
@@ -561,7 +319,16 @@ class DTCRS(EmbeddingStrategy):
         )
         stop = "too few leaves"
         if len(tree.layers[0]) >= self.leaf_threshold and self.max_layers > 0:
-            clusters, info = self.first_layer(tree, grower, subs)
+            clusters, info = first_layer(
+                tree,
+                grower,
+                emb.encode(subs),
+                dim=self.dim,
+                threshold=self.threshold,
+                seed=self.seed,
+                global_clustering=self.global_clustering,
+                recluster=self.recluster,
+            )
             extra.update(info)
             nodes = grower.summarize(tree, clusters, 1)
             stop = grower.grow(tree, [n.index for n in nodes], self.max_layers)
@@ -595,13 +362,4 @@ class DTCRS(EmbeddingStrategy):
         return Answer(text, trace, stats)
 
 
-__all__ = [
-    "DTCRS",
-    "PRESETS",
-    "SEPARATOR_TOKENS",
-    "head_excerpt",
-    "parse_lines",
-    "parse_subquestions",
-    "parse_yes",
-    "spread_excerpt",
-]
+__all__ = ["DTCRS"]
