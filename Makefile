@@ -26,7 +26,7 @@ wordnet:
 	    apt-get update -qq && apt-get install -y -qq --no-install-recommends \
 	      wordnet-base wordnet-sense-index >/dev/null; \
 	  else echo "note: run 'sudo apt-get install wordnet-base wordnet-sense-index' then 'make wordnet' for METEOR"; fi; }
-	@test ! -f /usr/share/wordnet/data.noun || $(BIN)/python -m chunkwise.eval.qa_metrics install-wordnet
+	@test ! -f /usr/share/wordnet/data.noun || $(BIN)/python -m chunkwise.benchmarks.narrativeqa.wordnet install-wordnet
 
 demo: install
 	$(BIN)/chunkwise demo
