@@ -5,23 +5,29 @@
         --lengths 8000,32000,128000 --n 3 --runs b,c --out runs/bench/mvs
 
 Documents (``--task``): ``passkey`` (InfiniteBench's repeated filler lines, so the map prompts
-of one document share whole token blocks that vLLM's prefix cache prefills once) or
-``niah_single_2`` (RULER: a number hidden in Python's reference text; no two chunks alike, so
-no cache helps). Needles sit at depths 1/(n+1) ... n/(n+1), away from the edges that middle
-truncation keeps. Runs:
+of one document share whole token blocks that vLLM's prefix cache prefills once; asked and
+scored as the ``infinitebench`` benchmark) or ``niah_single_2`` (RULER: a number hidden in
+Python's reference text; no two chunks alike, so no cache helps; the ``ruler`` benchmark).
+Needles sit at depths 1/(n+1) ... n/(n+1), away from the edges that middle truncation keeps.
+Runs:
   (a) standard, the model's full window   (b) standard, 8K window   (c) mapreduce, 8K window
-Per (model, length, run) cell: accuracy with its n and 95% Wilson interval, wall seconds, and
-the floor = document tokens / the backend's best measured prefill rate (one 1000-token prompt,
-and a wave of map-sized prompts in one generate call, as the engine batches a map wave): what
-merely reading the documents once costs. Several ``--model`` specs (comma-separated) run one
-after another in this process, so their ratios come from one run. ``--n`` is one count or one
-per length (``--n 3,3,8``); ``--skip hf:default@128000`` leaves a model's length out (HF at
-128K on 2 CPU cores is an hour a document).
 
-``--out`` gets ``cells.jsonl`` (every finished cell at once, so a crash loses at most the cell
-in flight; a rerun with the same settings skips finished cells; prefill rates are kept per
-model), ``results.json`` (cells, ratios and the vLLM issue's goals, each met or not) and
-``table.md``.
+Every (model, length, run) cell is a ``chunkwise eval`` run on those documents
+(:mod:`chunkwise.eval.cell`): the benchmark's prompts and scorer, predictions and results.json
+in a run folder of its own. Per cell: accuracy with its n and 95% Wilson interval, wall
+seconds (the strategy's, summed over the documents), and the floor = document tokens / the
+backend's best measured prefill rate (one 1000-token prompt, and a wave of map-sized prompts
+in one generate call, as the engine batches a map wave): what merely reading the documents
+once costs. Several ``--model`` specs (comma-separated) run one after another in this process,
+so their ratios come from one run. ``--n`` is one count or one per length (``--n 3,3,8``);
+``--skip hf:default@128000`` leaves a model's length out (HF at 128K on 2 CPU cores is an hour
+a document).
+
+``--out`` gets, per model, ``<model>/prefill.json`` (its measured rates) and per length
+``<model>/<task>-<length>-n<n>-seed<seed>/`` holding ``data/`` (the documents) and one run
+folder per run (``a``, ``b-w8192``, ``c-w8192``): a crash loses at most the document in
+flight, and a rerun with the same settings reads finished cells and resumes a cut one. Also
+``results.json`` (cells and the wall-time ratios between models) and ``table.md``.
 """
 
 from __future__ import annotations
@@ -31,15 +37,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput
-from chunkwise.eval.ledger import Ledger, ledger_key
-from chunkwise.stats import wilson_interval as wilson
+from chunkwise.eval.cell import finished, model_folder, run_cell, write_examples
+from chunkwise.io import atomic_write_json, read_json
 from chunkwise.llm import GenerationParams, Request, load_llm
-from chunkwise.strategies import Query, get_strategy
+from chunkwise.tables import estimate, markdown_table
 
 NOISE = (
     "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n"
@@ -47,45 +52,22 @@ NOISE = (
 RUNS = {"a": ("standard", None), "b": ("standard", "window"), "c": ("mapreduce", "window")}
 
 
-@dataclass(frozen=True)
-class Task:
-    """A generated document family: records, the query for one, and its 0/1 score."""
+def _passkey(**kw: Any) -> list[dict[str, Any]]:
+    from chunkwise.data.synthetic import generate
 
-    make: Callable[..., list[dict[str, Any]]]
-    #: the query for a record, for a chat model (True) or a base model
-    query: Callable[[dict[str, Any], bool], Query]
-    correct: Callable[[str, dict[str, Any]], bool]
+    return generate("passkey", **kw)
 
 
-def _passkey() -> Task:
-    from chunkwise.data.synthetic import generate, passkey_query
-    from chunkwise.eval.metrics import score_one
+def _niah_single_2(**kw: Any) -> list[dict[str, Any]]:
+    from chunkwise.data import ruler
 
-    return Task(
-        make=lambda **kw: generate("passkey", **kw),
-        query=lambda r, chat: passkey_query(r),
-        correct=lambda pred, r: score_one("passkey", pred, r["answer"]) > 0,
-    )
+    return ruler.generate("niah_single_2", **kw)
 
 
-def _ruler(name: str) -> Callable[[], Task]:
-    def task() -> Task:
-        from chunkwise.data import ruler
-        from chunkwise.eval import ruler_benchmarks as rb
-
-        return Task(
-            make=lambda **kw: ruler.generate(name, **kw),
-            # a base model gets RULER's answer prefix to continue, a chat model the question
-            query=lambda r, chat: rb.build_query(name, r, "chat" if chat else "base"),
-            correct=lambda pred, r: rb.score(name, pred, r["answer"]) >= 1.0,
-        )
-
-    return task
-
-
-TASKS: dict[str, Callable[[], Task]] = {
-    "passkey": _passkey,
-    "niah_single_2": _ruler("niah_single_2"),
+#: task -> (the benchmark that asks and scores it, its document generator)
+TASKS: dict[str, tuple[str, Callable[..., list[dict[str, Any]]]]] = {
+    "passkey": ("infinitebench", _passkey),
+    "niah_single_2": ("ruler", _niah_single_2),
 }
 
 
@@ -109,82 +91,59 @@ def prefill_rates(llm, tokens: int = 1000, wave: int = 8) -> dict[str, float]:
     return rates
 
 
-def documents(task: Task, length: int, n: int, seed: int, count_tokens) -> list[dict]:
+def documents(task: str, length: int, n: int, seed: int, count_tokens) -> list[dict]:
     """``n`` records with needles at depths 1/(n+1) ... n/(n+1) (the two edge records of an
     n+2 sweep dropped)."""
-    made = task.make(length_tokens=length, n=n + 2, seed=seed, count_tokens=count_tokens)
+    made = TASKS[task][1](length_tokens=length, n=n + 2, seed=seed, count_tokens=count_tokens)
     return made[1:-1]
 
 
-def run_cell(llm, task: Task, records: list[dict], strategy_name: str, window: int | None) -> dict:
-    strategy = get_strategy(strategy_name, window=window)
-    preds = []
-    t0 = time.perf_counter()
-    for r in records:
-        ans = strategy.answer(r["context"], task.query(r, llm.chat), llm)
-        preds.append(
-            {
-                "prediction": ans.text,
-                "answer": r["answer"][0],
-                "correct": bool(task.correct(ans.text, r)),
-                "llm_calls": ans.stats.llm_calls,
-            }
-        )
-    wall = time.perf_counter() - t0
-    k = sum(p["correct"] for p in preds)
-    lo, hi = wilson(k, len(preds))
-    return {
-        "strategy": strategy_name,
-        "window": window or llm.context_window,
-        "correct": k,
-        "n": len(preds),
-        "accuracy": round(100.0 * k / len(preds), 1),
-        "ci95": [round(lo, 1), round(hi, 1)],
-        "wall_s": round(wall, 3),
-        "predictions": preds,
-    }
-
-
-def run_model(spec: str, args: argparse.Namespace, ledger: Ledger) -> dict:
-    task = TASKS[args.task]()
+def run_model(spec: str, args: argparse.Namespace) -> dict:
+    benchmark = TASKS[args.task][0]
     lengths = [x for x in args.lengths_list if f"{spec}@{x}" not in args.skip_cells]
     runs = args.runs.split(",")
-    rate_key = ledger_key(spec, "prefill")
+    folder = model_folder(args.out, spec)
 
-    def cell_key(length: int, run: str) -> str:
-        n = args.n_at[length]
-        return ledger_key(spec, args.task, length, run, n, args.seed, args.window)
+    def cell_dir(length: int, run: str) -> Path:
+        group = folder / f"{args.task}-{length}-n{args.n_at[length]}-seed{args.seed}"
+        return group / (run if RUNS[run][1] is None else f"{run}-w{args.window}")
 
-    rate_row = ledger.get(rate_key)
+    rates_file = folder / "prefill.json"
     llm = None
-    if rate_row is None or any(cell_key(x, r) not in ledger for x in lengths for r in runs):
+    if not rates_file.is_file() or any(not finished(cell_dir(x, r)) for x in lengths for r in runs):
         llm = load_llm(spec)
-        if rate_row is None:
-            rates = {"rates": prefill_rates(llm), "full_window": llm.context_window}
-            rate_row = ledger.put(rate_key, rates)
-    rates = rate_row["rates"]
+        if not rates_file.is_file():
+            atomic_write_json(
+                rates_file, {"rates": prefill_rates(llm), "full_window": llm.context_window}
+            )
+    measured = read_json(rates_file, "prefill rates")
+    rates = measured["rates"]
     rate = max(rates.values())
     result: dict = {"model": spec, "prefill_tok_per_s": rates, "lengths": {}}
-    result["full_window"] = rate_row["full_window"]
+    result["full_window"] = measured["full_window"]
     for length in lengths:
         per_len: dict = {}
-        records = None
+        data = cell_dir(length, runs[0]).parent / "data"
+        doc_tokens = None
         for key in runs:
-            row = ledger.get(cell_key(length, key))
-            if row is None:
+            out = cell_dir(length, key)
+            name, window = RUNS[key]
+            new = not finished(out)
+            if new and not (data / f"{args.task}.jsonl").is_file():  # else: the ones begun on
                 assert llm is not None
-                if records is None:
-                    n = args.n_at[length]
-                    records = documents(task, length, n, args.seed, llm.count_tokens)
-                    doc_tokens = sum(llm.count_tokens(r["context"]) for r in records)
-                name, window = RUNS[key]
-                cell = run_cell(llm, task, records, name, args.window if window else None)
-                cell["doc_tokens_total"] = doc_tokens
-                row = ledger.put(cell_key(length, key), cell)
+                records = documents(args.task, length, args.n_at[length], args.seed,
+                                    llm.count_tokens)  # fmt: skip
+                write_examples(data, args.task, records)
+            cell = run_cell(
+                model=spec, llm=llm, benchmark=benchmark, task=args.task, data=data, out=out,
+                strategy=name, window=args.window if window else None, seed=args.seed,
+            )  # fmt: skip
+            if new:
                 print(json.dumps({"model": spec, "length": length, "run": key, **cell}), flush=True)
-            cell = {k: v for k, v in row.items() if k != "key"}
-            floor = cell["doc_tokens_total"] / rate
-            cell["floor_s"] = round(floor, 3)
+            if doc_tokens is None:
+                doc_tokens = _document_tokens(data, args.task, llm)
+            floor = doc_tokens / rate
+            cell.update(doc_tokens_total=doc_tokens, floor_s=round(floor, 3))
             cell["over_floor"] = round(cell["wall_s"] / floor, 3)
             per_len[key] = cell
         if "a" in per_len and "c" in per_len:
@@ -195,56 +154,48 @@ def run_model(spec: str, args: argparse.Namespace, ledger: Ledger) -> dict:
     return result
 
 
-def goals(results: dict[str, dict], lengths: list[int]) -> dict[str, Any]:
-    """The vLLM issue's MapReduce goals, each with its value, target and whether it is met:
-    mapreduce at 32K on vLLM within 1.3x its floor and 0.6x HF's mapreduce wall time, and
-    mapreduce accuracy >= 95% at the longest length where standard with the 8K window misses
-    some needle."""
-    out: dict[str, Any] = {}
-    hf = next((r for s, r in results.items() if s.startswith("hf:")), None)
-    vl = next((r for s, r in results.items() if s.startswith("vllm:")), None)
-    mid = "32000" if 32000 in lengths else None
-    if vl and mid and "c" in vl["lengths"].get(mid, {}):
-        c = vl["lengths"][mid]["c"]
-        out["vllm_mapreduce_32k_over_floor"] = _goal(c["over_floor"], "<=", 1.3)
-        if hf and "c" in hf["lengths"].get(mid, {}):
-            ratio = round(c["wall_s"] / hf["lengths"][mid]["c"]["wall_s"], 3)
-            out["vllm_over_hf_mapreduce_wall_32k"] = _goal(ratio, "<=", 0.6)
-    top = str(max(lengths))
-    for spec, res in results.items():
-        cells = res["lengths"].get(top, {})
-        if "c" in cells:
-            out[f"mapreduce_accuracy_{top}[{spec}]"] = {
-                **_goal(cells["c"]["accuracy"], ">=", 95.0),
-                "n": cells["c"]["n"],
-                "ci95": cells["c"]["ci95"],
-            }
-        if "b" in cells:
-            out[f"standard_8k_misses_{top}[{spec}]"] = _goal(cells["b"]["accuracy"], "<", 100.0)
-    return out
+def _document_tokens(data: Path, task: str, llm: Any) -> int:
+    """The documents' tokens, counted once by the model and kept beside them."""
+    path = data / "document_tokens.json"
+    if not path.is_file():
+        assert llm is not None
+        from chunkwise.io import read_jsonl
 
-
-def _goal(value: float, op: str, target: float) -> dict[str, Any]:
-    met = value <= target if op == "<=" else value >= target if op == ">=" else value < target
-    return {"value": value, "target": f"{op} {target}", "met": bool(met)}
+        total = sum(llm.count_tokens(r["context"]) for _, r in read_jsonl(data / f"{task}.jsonl"))
+        atomic_write_json(path, {"tokens": total})
+    return int(read_json(path, "document tokens")["tokens"])
 
 
 def table(results: dict[str, dict]) -> str:
-    rows = [
-        "| model | length | run | accuracy % [95% CI] (n) | wall s | floor s | x floor |",
-        "|---|---:|---|---:|---:|---:|---:|",
-    ]
+    rows = []
     for spec, res in results.items():
         for length, per_len in res["lengths"].items():
             for key, r in per_len.items():
                 if not isinstance(r, dict):
                     continue
                 rows.append(
-                    f"| {spec} | {length} | {key} {r['strategy']}@{r['window']} | "
-                    f"{r['accuracy']:.0f} [{r['ci95'][0]:.0f}, {r['ci95'][1]:.0f}] ({r['n']}) | "
-                    f"{r['wall_s']:.1f} | {r['floor_s']:.1f} | {r['over_floor']:.2f} |"
+                    [spec, length, f"{key} {r['strategy']}@{r['window']}",
+                     f"{estimate(r['accuracy'], *r['ci95'])} ({r['n']})",
+                     f"{r['wall_s']:.1f}", f"{r['floor_s']:.1f}", f"{r['over_floor']:.2f}"]
+                )  # fmt: skip
+    head = ["model", "length", "run", "accuracy % [95% CI] (n)", "wall s", "floor s", "x floor"]
+    return markdown_table(rows, head, align="lrlrrrr")
+
+
+def wall_ratios(results: dict[str, dict]) -> dict[str, float]:
+    """Each later model's mapreduce wall time over the first model's, per length."""
+    first_spec, first = next(iter(results.items()))
+    ratios = {}
+    for spec, res in results.items():
+        if spec == first_spec:
+            continue
+        for length, per_len in res["lengths"].items():
+            base = first["lengths"].get(length, {}).get("c")
+            if "c" in per_len and base:
+                ratios[f"{spec}/{first_spec}@{length}"] = round(
+                    per_len["c"]["wall_s"] / max(base["wall_s"], 1e-9), 3
                 )
-    return "\n".join(rows)
+    return ratios
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -277,33 +228,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ap.error(f"--out {args.out} is a file, not a folder")
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        with Ledger(args.out / "cells.jsonl") as ledger:
-            results = {s: run_model(s, args, ledger) for s in args.model.split(",") if s}
-    except BadInput as e:  # a bad model spec, an unreadable ledger: said, not a traceback
+        results = {s: run_model(s, args) for s in args.model.split(",") if s}
+    except BadInput as e:  # a bad model spec, a damaged run folder: said, not a traceback
         ap.exit(2, f"mapreduce_vs_standard.py: error: {e}\n")
-    first_spec, first = next(iter(results.items()))
-    ratios = {}
-    for spec, res in results.items():
-        if spec == first_spec:
-            continue
-        for length, per_len in res["lengths"].items():
-            base = first["lengths"].get(length, {}).get("c")
-            if "c" in per_len and base:
-                ratios[f"{spec}/{first_spec}@{length}"] = round(
-                    per_len["c"]["wall_s"] / max(base["wall_s"], 1e-9), 3
-                )
-    lengths = args.lengths_list
     out = {
         "args": {k: str(v) for k, v in vars(args).items() if k not in ("n_at", "skip_cells")},
         "models": results,
-        "mapreduce_wall_ratio": ratios,
-        "goals": goals(results, lengths),
+        "mapreduce_wall_ratio": wall_ratios(results),
     }
     text = table(results)
-    (args.out / "results.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    atomic_write_json(args.out / "results.json", out)
     (args.out / "table.md").write_text(text + "\n", encoding="utf-8")
     print(text)
-    print(json.dumps({"mapreduce_wall_ratio": ratios, "goals": out["goals"]}, indent=1))
+    print(json.dumps({"mapreduce_wall_ratio": out["mapreduce_wall_ratio"]}, indent=1))
     print(f"wrote {args.out / 'results.json'} and {args.out / 'table.md'}", file=sys.stderr)
     return out
 
