@@ -20,7 +20,8 @@ Every request is recorded in :attr:`FaultServer.log` (path, prompt, action, body
 assert attempt counts rather than timings. ``gate=K`` lets requests through in waves of ``K``:
 each waits until the last of its wave has arrived (or ``gate_timeout_s`` passes). A client that
 keeps exactly ``K`` requests in flight never waits for the timeout, and its concurrency shows
-in :attr:`FaultServer.max_in_flight` without any sleeping in the test.
+in :attr:`FaultServer.max_in_flight` without any sleeping in the test. ``port``: a fixed port
+(0: any free one), so a test can bring a "restarted" server up where the old one was.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class FaultServer:
         gate_timeout_s: float = 5.0,
         reply: Callable[[str], str] | None = None,
         usage: bool = True,
+        port: int = 0,
     ):
         self.script = deque(script)
         self.per_prompt = {k: deque(v) for k, v in (per_prompt or {}).items()}
@@ -98,7 +100,7 @@ class FaultServer:
         self.max_in_flight = 0
         self._cond = threading.Condition()
         self._stop = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
         self._httpd.daemon_threads = True
         self.port: int = self._httpd.server_address[1]
         self._thread = threading.Thread(

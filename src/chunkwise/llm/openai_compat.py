@@ -13,6 +13,9 @@ Spec form (options after ``?``, joined by ``&``)::
  ``concurrency``    requests in flight at once per backend (8)
  ``timeout``        seconds one attempt may take, connect to last byte (300)
  ``retries``        retries after the first attempt, so ``retries + 1`` attempts at most (4)
+ ``retry_seconds``  how long a request waits for a server that answered before and now refuses
+                    connections (killed, restarting), from its first refusal; attempts in that
+                    time are not charged to ``retries``. 0: refusals count as retries (120)
  ``backoff``        base delay in seconds of the exponential back-off, jittered (0.5)
  ``backoff_max``    longest single back-off delay in seconds, also caps ``Retry-After`` (30)
  ``ctx``            context window the caller may assume (8192)
@@ -25,6 +28,11 @@ Retried: connection errors, timeouts, HTTP 408, 429 and 5xx, and 2xx bodies that
 expected JSON. Other 4xx answers fail at once. A request that runs out of attempts raises
 :class:`~chunkwise.errors.LLMRequestError` naming it (index, prompt excerpt, URL, last error);
 the other requests of that ``generate`` call are cancelled.
+
+A server that has answered this backend once and then refuses connections is taken to be
+restarting: requests keep trying it (back-off up to ``backoff_max``) for ``retry_seconds``, so a
+long eval survives a server restart; if it is not back by then the error names the server. A
+server never reached (a wrong URL, not started yet) fails after ``retries`` as before.
 
 The API key is sent as a bearer token and nowhere else: it is never logged and is scrubbed from
 every error text (servers sometimes echo what they were sent).
@@ -46,6 +54,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -73,6 +82,10 @@ class _Retry(Exception):
     """One attempt failed in a way worth another try."""
 
 
+class _Refused(_Retry):
+    """Nothing accepted the connection: the server is down (or restarting)."""
+
+
 class _Fatal(Exception):
     """One attempt failed in a way that another try would not fix."""
 
@@ -87,6 +100,18 @@ def _prompt_excerpt(prompt: Prompt) -> str:
         return _excerpt(prompt)
     users = [m.get("content", "") for m in prompt if m.get("role") == "user"]
     return _excerpt(users[-1] if users else (prompt[-1].get("content", "") if prompt else ""))
+
+
+#: the shortest pause between tries at a server that refuses connections (even with ?backoff=0)
+_MIN_OUTAGE_DELAY = 0.1
+
+
+@dataclass
+class _Outage:
+    """One request's view of a server that refuses connections: since when, how many tries."""
+
+    since: float | None = None
+    refusals: int = 0
 
 
 class _LoopThread:
@@ -121,6 +146,7 @@ class OpenAICompatLLM(LLM):
         concurrency: int = 8,
         timeout: float = 300.0,
         retries: int = 4,
+        retry_seconds: float = 120.0,
         backoff: float = 0.5,
         backoff_max: float = 30.0,
         ctx: int = 8192,
@@ -129,10 +155,18 @@ class OpenAICompatLLM(LLM):
     ):
         if api not in APIS:
             raise BadInput(f"api must be one of {', '.join(APIS)}, got {api!r}")
-        if concurrency < 1 or retries < 0 or timeout <= 0 or backoff < 0 or ctx < 1:
+        if (
+            concurrency < 1
+            or retries < 0
+            or timeout <= 0
+            or backoff < 0
+            or ctx < 1
+            or not 0 <= retry_seconds < math.inf
+        ):
             raise BadInput(
-                "openai backend: need concurrency >= 1, retries >= 0, timeout > 0, "
-                f"backoff >= 0, ctx >= 1 (got {concurrency}, {retries}, {timeout}, {backoff}, {ctx})"
+                "openai backend: need concurrency >= 1, retries >= 0, timeout > 0, backoff >= 0, "
+                f"ctx >= 1, retry_seconds >= 0 (got {concurrency}, {retries}, {timeout}, "
+                f"{backoff}, {ctx}, {retry_seconds})"
             )
         self.model = model
         self.base_url = base_url.rstrip("/")
@@ -141,6 +175,9 @@ class OpenAICompatLLM(LLM):
         self.concurrency = concurrency
         self.timeout = timeout
         self.max_attempts = retries + 1
+        self.retry_seconds = retry_seconds
+        #: whether the server has answered this backend (a refusal after that is a restart)
+        self._reached = False
         self.backoff = backoff
         self.backoff_max = backoff_max
         self._window = ctx
@@ -178,7 +215,7 @@ class OpenAICompatLLM(LLM):
         if self._tokenizer_spec is not None:
             with self._tok_lock:
                 if self._tokenizer is None:
-                    from chunkwise.llm.spec import load_llm
+                    from chunkwise.llm.loading import load_llm
 
                     self._tokenizer = load_llm(self._tokenizer_spec)
                     self._owns_tokenizer = True
@@ -324,29 +361,39 @@ class OpenAICompatLLM(LLM):
                 delay = max(delay, min(float(retry_after), self.backoff_max))
         return delay
 
-    async def _one(self, index: int, req: Request) -> Completion:
+    async def _post(self, url: str, body: dict[str, Any]) -> Any:
+        """One attempt: the HTTP response, or :class:`_Refused` / :class:`_Retry`."""
         import httpx
 
+        assert self._client is not None
+        try:
+            resp = await asyncio.wait_for(self._client.post(url, json=body), timeout=self.timeout)
+        except (TimeoutError, httpx.TimeoutException) as e:
+            raise _Retry(
+                f"no answer within the {self.timeout:g} s timeout ({type(e).__name__})"
+            ) from None
+        except httpx.ConnectError as e:
+            raise _Refused(f"ConnectError: {_excerpt(e, 200)}") from None
+        except (httpx.TransportError, httpx.DecodingError) as e:
+            raise _Retry(f"{type(e).__name__}: {_excerpt(e, 200)}") from None
+        self._reached = True
+        return resp
+
+    async def _one(self, index: int, req: Request) -> Completion:
         url, body, chat = self._payload(req)
         assert self._client is not None and self._sem is not None
         last = "no attempt made"
         started: float | None = None
-        for attempt in range(1, self.max_attempts + 1):
+        attempts = failures = 0  # failures: the attempts charged to ?retries=
+        outage = _Outage()
+        while True:
+            attempts += 1
             retry_after = None
             try:
                 async with self._sem:
                     if started is None:
                         started = time.perf_counter()
-                    try:
-                        resp = await asyncio.wait_for(
-                            self._client.post(url, json=body), timeout=self.timeout
-                        )
-                    except (TimeoutError, httpx.TimeoutException) as e:
-                        raise _Retry(
-                            f"no answer within the {self.timeout:g} s timeout ({type(e).__name__})"
-                        ) from None
-                    except (httpx.TransportError, httpx.DecodingError) as e:
-                        raise _Retry(f"{type(e).__name__}: {e}") from None
+                    resp = await self._post(url, body)
                 status = resp.status_code
                 if 200 <= status < 300:
                     return self._parse(resp, req, chat, time.perf_counter() - started)
@@ -355,21 +402,63 @@ class OpenAICompatLLM(LLM):
                     retry_after = resp.headers.get("retry-after")
                     raise _Retry(detail)
                 raise _Fatal(detail)
+            except _Refused as e:
+                last = str(e)
+                if self._reached and self.retry_seconds > 0:
+                    await self._wait_for_restart(index, req, outage, attempts, last)
+                    continue
+                failures += 1
             except _Retry as e:
                 last = str(e)
+                failures += 1
+                outage = _Outage()
             except _Fatal as e:
-                raise self._error(index, req, url, attempt, str(e)) from None
-            if attempt < self.max_attempts:
-                delay = self._delay(attempt, retry_after)
-                log.warning(
-                    "%s",
-                    self._redact(
-                        f"request {index} to {url}: attempt {attempt}/{self.max_attempts} failed "
-                        f"({last}); retrying in {delay:.2f} s"
-                    ),
-                )
-                await asyncio.sleep(delay)
-        raise self._error(index, req, url, self.max_attempts, last)
+                raise self._error(index, req, url, attempts, str(e)) from None
+            if failures >= self.max_attempts:
+                raise self._error(index, req, url, attempts, last)
+            delay = self._delay(failures, retry_after)
+            log.warning(
+                "%s",
+                self._redact(
+                    f"request {index} to {url}: attempt {failures}/{self.max_attempts} failed "
+                    f"({last}); retrying in {delay:.2f} s"
+                ),
+            )
+            await asyncio.sleep(delay)
+
+    async def _wait_for_restart(
+        self, index: int, req: Request, outage: _Outage, attempts: int, why: str
+    ) -> None:
+        """Back off before the next try at a server that refused a connection after it had
+        answered; raise the error naming the server once ``retry_seconds`` have passed."""
+        now = time.monotonic()
+        if outage.since is None:
+            outage.since = now
+            log.warning(
+                "%s",
+                self._redact(
+                    f"request {index}: the server at {self.base_url} refuses connections ({why}); "
+                    f"waiting up to {self.retry_seconds:g} s for it to come back"
+                ),
+            )
+        waited = now - outage.since
+        left = self.retry_seconds - waited
+        if left <= 0:
+            raise self._down_error(index, req, attempts, waited, why)
+        outage.refusals += 1
+        await asyncio.sleep(min(left, max(_MIN_OUTAGE_DELAY, self._delay(outage.refusals, None))))
+
+    def _down_error(
+        self, index: int, req: Request, attempts: int, waited: float, why: str
+    ) -> LLMRequestError:
+        msg = (
+            f"the server at {self.base_url} went away: it has refused connections for "
+            f"{waited:.1f} s ({attempts} attempts of request {index}, "
+            f"{_prompt_excerpt(req.prompt)!r}; last: {why}). Start it again and rerun (eval and "
+            f"synth resume where they stopped), or wait longer with ?retry_seconds= "
+            f"(now {self.retry_seconds:g})"
+        )
+        return LLMRequestError(self._redact(msg))
 
     def _error(
         self, index: int, req: Request, url: str, attempts: int, why: str
@@ -522,6 +611,7 @@ KNOWN_OPTIONS = frozenset(
         "concurrency",
         "timeout",
         "retries",
+        "retry_seconds",
         "backoff",
         "backoff_max",
         "ctx",
@@ -557,6 +647,7 @@ def load(spec: ModelSpec) -> LLM:
         concurrency=_int_opt(spec, "concurrency", 8),
         timeout=_float_opt(spec, "timeout", 300.0),
         retries=_int_opt(spec, "retries", 4),
+        retry_seconds=_float_opt(spec, "retry_seconds", 120.0),
         backoff=_float_opt(spec, "backoff", 0.5),
         backoff_max=_float_opt(spec, "backoff_max", 30.0),
         ctx=_int_opt(spec, "ctx", 8192),
