@@ -17,7 +17,11 @@ retracted one), ``extractive_qa`` (spans of Python's own reference text,
 """
 
 from chunkwise.data.families.base import CONFIDENCE, Doc, Evidence, Family, Finding, Straddle
-from chunkwise.data.families.extractive_qa import reference_sections, span_questions
+from chunkwise.data.families.conflicting import Conflicting
+from chunkwise.data.families.extractive_qa import ExtractiveQA, reference_sections, span_questions
+from chunkwise.data.families.math_find import MathFind
+from chunkwise.data.families.multihop import MultiHop
+from chunkwise.data.families.needles import KVRetrieval, NumberString, Passkey
 from chunkwise.data.families.registry import FAMILIES, get_family, train_families
 from chunkwise.data.families.splits import (
     HELDOUT_FAMILY,
@@ -27,6 +31,7 @@ from chunkwise.data.families.splits import (
     TRAIN_SEED,
     span_split,
 )
+from chunkwise.data.families.variable_tracking import VariableTracking
 
 __all__ = [
     "CONFIDENCE",
@@ -36,11 +41,19 @@ __all__ = [
     "SPAN_HELDOUT_EVERY",
     "TRAIN_LENGTHS",
     "TRAIN_SEED",
+    "Conflicting",
     "Doc",
     "Evidence",
+    "ExtractiveQA",
     "Family",
     "Finding",
+    "KVRetrieval",
+    "MathFind",
+    "MultiHop",
+    "NumberString",
+    "Passkey",
     "Straddle",
+    "VariableTracking",
     "get_family",
     "reference_sections",
     "span_questions",
