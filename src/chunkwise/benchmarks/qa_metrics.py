@@ -25,8 +25,11 @@ def normalize_answer(text: str) -> str:
 
 def token_f1(prediction: str, reference: str) -> float:
     """SQuAD token F1 on normalised text (0 when nothing is shared, empty text included)."""
-    pred = normalize_answer(prediction).split()
-    gold = normalize_answer(reference).split()
+    return overlap_f1(normalize_answer(prediction).split(), normalize_answer(reference).split())
+
+
+def overlap_f1(pred: list[str], gold: list[str]) -> float:
+    """F1 of the tokens two lists share, counted with multiplicity (0 when none are shared)."""
     same = sum((Counter(pred) & Counter(gold)).values())
     if same == 0:
         return 0.0
@@ -35,4 +38,4 @@ def token_f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-__all__ = ["normalize_answer", "token_f1"]
+__all__ = ["normalize_answer", "overlap_f1", "token_f1"]

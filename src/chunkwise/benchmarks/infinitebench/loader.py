@@ -14,13 +14,12 @@ Three sources, one record shape ``{id, context, input, answer, options}``:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chunkwise.benchmarks.checks import UniqueIds, need_id
+from chunkwise.benchmarks.data_spec import DataSpec, synthetic_length
 from chunkwise.benchmarks.infinitebench.labels import TASKS, normalize_label
 from chunkwise.benchmarks.types import TaskData
 from chunkwise.errors import BadInput
@@ -125,36 +124,6 @@ def restore_record(task: str, record: dict[str, Any], where: str = "") -> dict[s
 
 # --------------------------------------------------------------------------------------------
 # sources
-
-
-@dataclass(frozen=True)
-class DataSpec:
-    """A parsed ``--data`` value."""
-
-    kind: str  # hub | local | synthetic
-    path: Path | None = None
-    length: int | None = None
-
-    @property
-    def needs_tokenizer(self) -> bool:
-        return self.kind == "synthetic"
-
-
-_LENGTH = re.compile(r"(\d+)\s*([kKmM]?)")
-
-
-def synthetic_length(data: str) -> int:
-    """The token count of a ``synthetic:LENGTH`` ``--data`` value (``4096``, ``4k``, ``1m``)."""
-    m = _LENGTH.fullmatch(data.strip().partition(":")[2].strip())
-    if not m:
-        raise BadInput(
-            f"--data {data!r}: expected synthetic:LENGTH with LENGTH in tokens, "
-            "e.g. synthetic:4096 or synthetic:128k"
-        )
-    length = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
-    if length <= 0:
-        raise BadInput(f"--data {data!r}: the length must be positive")
-    return length
 
 
 def parse_data_spec(data: str) -> DataSpec:
@@ -283,12 +252,10 @@ __all__ = [
     "HUB_REVISION",
     "SYNTHETIC_TASKS",
     "TASKS",
-    "DataSpec",
     "check_task",
     "features",
     "load_task",
     "parse_data_spec",
     "restore_answer",
     "restore_record",
-    "synthetic_length",
 ]

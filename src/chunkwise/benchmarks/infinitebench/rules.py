@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import re
 import string
-from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 from chunkwise.benchmarks.infinitebench.numbers import decimal, int_text
+from chunkwise.benchmarks.qa_metrics import overlap_f1
 
 # --------------------------------------------------------------------------------------------
 # small text helpers
@@ -69,17 +69,8 @@ def _zh_chars(text: str) -> list[str]:
     return [ch for ch in kept if not ch.isspace()]
 
 
-def _overlap_f1(pred: list[str], gold: list[str]) -> float:
-    same = sum((Counter(pred) & Counter(gold)).values())
-    if same == 0:
-        return 0.0
-    precision = same / len(pred)
-    recall = same / len(gold)
-    return 2 * precision * recall / (precision + recall)
-
-
 def _best_f1(pred_tokens: list[str], golds: list[list[str]]) -> float:
-    return max((_overlap_f1(pred_tokens, g) for g in golds), default=0.0)
+    return max((overlap_f1(pred_tokens, g) for g in golds), default=0.0)
 
 
 @lru_cache(maxsize=1)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from chunkwise.benchmarks.data_spec import DataSpec
 from chunkwise.benchmarks.types import TaskData
 from chunkwise.errors import BadInput
 
@@ -71,7 +72,7 @@ def load_task(
         return TaskData(task, examples, source, source["total"])
     from chunkwise.benchmarks.infinitebench import loader as ib
 
-    data = "hub" if spec == "hub" else ib.DataSpec("local", path=Path(spec))
+    data = "hub" if spec == "hub" else DataSpec("local", path=Path(spec))
     td = ib.load_task(INFINITEBENCH_TASK[task], data, limit=limit, revision=revision)
     examples = []
     for ex in td.examples:

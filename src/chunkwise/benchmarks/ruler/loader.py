@@ -5,32 +5,18 @@ of JSONL files ``chunkwise generate-data --task ruler_<task>`` wrote (``<task>.j
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chunkwise.benchmarks.checks import UniqueIds, need_id, need_str, wrong_type
-from chunkwise.benchmarks.infinitebench.loader import synthetic_length
+from chunkwise.benchmarks.data_spec import DataSpec, synthetic_length
 from chunkwise.benchmarks.types import TaskData
 from chunkwise.errors import BadInput
 
 DEFAULT_N = 20
 
 
-@dataclass(frozen=True)
-class RulerData:
-    """A parsed ``--data`` value: ``synthetic`` with a length, or a ``local`` folder."""
-
-    kind: str
-    length: int | None = None
-    path: Path | None = None
-
-    @property
-    def needs_tokenizer(self) -> bool:
-        return self.kind == "synthetic"
-
-
-def parse_data_spec(data: str) -> RulerData:
+def parse_data_spec(data: str) -> DataSpec:
     """``synthetic:LENGTH`` (``4096``, ``4k``, ``128K``, ``1m``) or a folder of JSONL files."""
     text = (data or "").strip()
     if text == "hub":
@@ -39,10 +25,10 @@ def parse_data_spec(data: str) -> RulerData:
             "(e.g. synthetic:4096) or a folder written by chunkwise generate-data"
         )
     if text.startswith("synthetic:"):
-        return RulerData("synthetic", length=synthetic_length(data))
+        return DataSpec("synthetic", length=synthetic_length(data))
     path = Path(text).expanduser()
     if text and path.is_dir():
-        return RulerData("local", path=path)
+        return DataSpec("local", path=path)
     raise BadInput(
         f"--data {data!r} is neither 'synthetic:LENGTH' nor an existing folder of <task>.jsonl "
         "files (write them with chunkwise generate-data --task ruler_<task>)"
@@ -119,7 +105,7 @@ def _from_folder(task: str, folder: Path) -> tuple[list[dict[str, Any]], Path]:
 
 def load_task(
     task: str,
-    data: str | RulerData,
+    data: str | DataSpec,
     *,
     limit: int | None = None,
     revision: str | None = None,
@@ -167,7 +153,7 @@ def load_task(
     return TaskData(task, examples, source, total)
 
 
-def available_tasks(spec: RulerData) -> list[str]:
+def available_tasks(spec: DataSpec) -> list[str]:
     """Every task for synthetic data; for a folder, the tasks it has a file for."""
     from chunkwise.data import ruler
 
@@ -181,4 +167,4 @@ def available_tasks(spec: RulerData) -> list[str]:
     return found
 
 
-__all__ = ["DEFAULT_N", "RulerData", "available_tasks", "load_task", "parse_data_spec"]
+__all__ = ["DEFAULT_N", "available_tasks", "load_task", "parse_data_spec"]
