@@ -41,4 +41,18 @@ def synthetic_length(data: str) -> int:
     return length
 
 
-__all__ = ["DataSpec", "synthetic_length"]
+def parse_data(data: str) -> DataSpec | None:
+    """``hub``, ``synthetic:LENGTH`` or an existing folder as a :class:`DataSpec`; None for
+    anything else (the benchmark then says what its ``--data`` takes)."""
+    text = (data or "").strip()
+    if text == "hub":
+        return DataSpec("hub")
+    if text.startswith("synthetic:"):
+        return DataSpec("synthetic", length=synthetic_length(data))
+    path = Path(text).expanduser()
+    if text and path.is_dir():
+        return DataSpec("local", path=path)
+    return None
+
+
+__all__ = ["DataSpec", "parse_data", "synthetic_length"]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.benchmarks.checks import UniqueIds, need_id
-from chunkwise.benchmarks.data_spec import DataSpec, synthetic_length
+from chunkwise.benchmarks.data_spec import DataSpec, parse_data
 from chunkwise.benchmarks.infinitebench.labels import TASKS, normalize_label
 from chunkwise.benchmarks.types import TaskData
 from chunkwise.errors import BadInput
@@ -128,18 +128,13 @@ def restore_record(task: str, record: dict[str, Any], where: str = "") -> dict[s
 
 def parse_data_spec(data: str) -> DataSpec:
     """``hub`` | a folder of ``<task>.jsonl`` | ``synthetic:LENGTH`` (``4096``, ``4k``, ``128K``)."""
-    text = (data or "").strip()
-    if text == "hub":
-        return DataSpec("hub")
-    if text.startswith("synthetic:"):
-        return DataSpec("synthetic", length=synthetic_length(data))
-    path = Path(text).expanduser()
-    if text and path.is_dir():
-        return DataSpec("local", path=path)
-    raise BadInput(
-        f"--data {data!r} is neither 'hub', 'synthetic:LENGTH' nor an existing folder of "
-        "official <task>.jsonl files"
-    )
+    spec = parse_data(data)
+    if spec is None:
+        raise BadInput(
+            f"--data {data!r} is neither 'hub', 'synthetic:LENGTH' nor an existing folder of "
+            "official <task>.jsonl files"
+        )
+    return spec
 
 
 def load_task(

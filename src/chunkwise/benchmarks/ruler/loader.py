@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.benchmarks.checks import UniqueIds, need_id, need_str, wrong_type
-from chunkwise.benchmarks.data_spec import DataSpec, synthetic_length
+from chunkwise.benchmarks.data_spec import DataSpec, parse_data
 from chunkwise.benchmarks.types import TaskData
 from chunkwise.errors import BadInput
 
@@ -24,15 +24,13 @@ def parse_data_spec(data: str) -> DataSpec:
             "--data hub: ruler data is generated, not downloaded; pass --data synthetic:LENGTH "
             "(e.g. synthetic:4096) or a folder written by chunkwise generate-data"
         )
-    if text.startswith("synthetic:"):
-        return DataSpec("synthetic", length=synthetic_length(data))
-    path = Path(text).expanduser()
-    if text and path.is_dir():
-        return DataSpec("local", path=path)
-    raise BadInput(
-        f"--data {data!r} is neither 'synthetic:LENGTH' nor an existing folder of <task>.jsonl "
-        "files (write them with chunkwise generate-data --task ruler_<task>)"
-    )
+    spec = parse_data(data)
+    if spec is None:
+        raise BadInput(
+            f"--data {data!r} is neither 'synthetic:LENGTH' nor an existing folder of "
+            "<task>.jsonl files (write them with chunkwise generate-data --task ruler_<task>)"
+        )
+    return spec
 
 
 def _check_meta(task: str, meta: dict[str, Any], where: str) -> None:
