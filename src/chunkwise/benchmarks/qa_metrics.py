@@ -1,8 +1,9 @@
-"""The answer normalisation and token F1 several QA benchmarks share (SQuAD's rules).
+"""The answer normalisation and token F1 several benchmarks share (SQuAD's rules).
 
 QASPER's answer F1, QuALITY's reading of a chosen option and LongQA's exact match all compare
 text after :func:`normalize_answer`: lower case, punctuation removed, articles (a, an, the)
-removed, whitespace collapsed.
+removed, whitespace collapsed. InfiniteBench's F1 rules tokenise their own way and share
+:func:`overlap_f1`.
 """
 
 from __future__ import annotations
