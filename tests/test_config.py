@@ -112,7 +112,9 @@ def test_bad_bool_names_key_and_type() -> None:
     with pytest.raises(BadInput) as e:
         load_config(Recipe, None, ["--train.packing=maybe"])
     msg = str(e.value)
-    assert "'train.packing'" in msg and "bool" in msg and "--train.packing=maybe" in msg
+    assert (
+        msg == "--train.packing: option train.packing='maybe' is not valid; expected true or false"
+    )
 
 
 def test_optional_int() -> None:
@@ -124,7 +126,7 @@ def test_optional_int() -> None:
 
 def test_int_accepts_integral_float_text_but_not_fractions() -> None:
     assert load_config(Recipe, None, ["--train.epochs=1e2"]).train.epochs == 100
-    with pytest.raises(BadInput, match=r"'train\.epochs'.*expected int"):
+    with pytest.raises(BadInput, match=r"option train\.epochs='1\.5' .*expected a whole number"):
         load_config(Recipe, None, ["--train.epochs=1.5"])
 
 
@@ -133,11 +135,11 @@ def test_type_mismatch_in_yaml_names_key_file_and_type(tmp_path: Path) -> None:
     with pytest.raises(BadInput) as e:
         load_config(Recipe, p)
     msg = str(e.value)
-    assert "'train.epochs'" in msg and str(p) in msg and "int" in msg and "three" in msg
+    assert msg == f"{p}:2: option train.epochs='three' is not valid; expected a whole number"
 
 
 def test_bool_is_not_an_int(tmp_path: Path) -> None:
-    with pytest.raises(BadInput, match="expected int"):
+    with pytest.raises(BadInput, match="epochs=True is not valid; expected a whole number"):
         load_config(Recipe, write(tmp_path, "train:\n  epochs: true\n"))
 
 
@@ -151,7 +153,7 @@ def test_lists_from_commas_yaml_flow_and_files(tmp_path: Path) -> None:
 
 
 def test_list_given_a_scalar_in_yaml_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(BadInput, match=r"'eval\.tasks'.*expected list\[str\]"):
+    with pytest.raises(BadInput, match=r":2: option eval\.tasks=\{'a': 1\} .*expected a list"):
         load_config(Recipe, write(tmp_path, "eval:\n  tasks: {a: 1}\n"))
 
 
@@ -159,7 +161,9 @@ def test_literal_checked_against_allowed_values() -> None:
     with pytest.raises(BadInput) as e:
         load_config(Recipe, None, ["--strategy=raptor"])
     msg = str(e.value)
-    assert "'strategy'" in msg and "'standard'" in msg and "'mapreduce'" in msg
+    assert msg == (
+        "--strategy: option strategy='raptor' is not valid; expected one of standard, mapreduce"
+    )
 
 
 def test_path_enum_and_dict_fields(tmp_path: Path) -> None:
@@ -169,14 +173,17 @@ def test_path_enum_and_dict_fields(tmp_path: Path) -> None:
     assert cfg.out_dir == Path("/tmp/run")
     assert cfg.precision is Precision.FP32
     assert cfg.extra == {"a": 1, "b": 2}
-    with pytest.raises(BadInput, match=r"'extra\.a' from override '--extra\.a=x': expected int"):
+    with pytest.raises(
+        BadInput, match=r"^--extra\.a: option extra\.a='x' is not valid; expected a whole"
+    ):
         load_config(Recipe, None, ["--extra.a=x"])
 
 
 def test_bad_list_item_is_named(tmp_path: Path) -> None:
     p = write(tmp_path, "eval:\n  tasks: [a, [b]]\n")
     with pytest.raises(
-        BadInput, match=r"'eval\.tasks\[1\]' in .*cfg\.yaml: expected str, got \['b'\]"
+        BadInput,
+        match=r"cfg\.yaml:2: option eval\.tasks\[1\]=\['b'\] is not valid; expected any text",
     ):
         load_config(Recipe, p)
 
@@ -186,7 +193,7 @@ def test_unknown_yaml_key_names_key_file_and_valid_keys(tmp_path: Path) -> None:
     with pytest.raises(BadInput) as e:
         load_config(Recipe, p)
     msg = str(e.value)
-    assert "'modle'" in msg and str(p) in msg
+    assert msg.startswith(f"{p}:1: unknown option(s) modle")
     assert "did you mean 'model'" in msg
     for key in ("model", "strategy", "train", "eval"):
         assert key in msg
@@ -197,14 +204,15 @@ def test_unknown_nested_key(tmp_path: Path) -> None:
     with pytest.raises(BadInput) as e:
         load_config(Recipe, p)
     msg = str(e.value)
-    assert "'train.lrr'" in msg and "train.lr" in msg and "epochs" in msg and str(p) in msg
+    assert msg.startswith(f"{p}:2: unknown option(s) train.lrr (did you mean 'train.lr'?)")
+    assert "train.epochs" in msg
 
 
 def test_unknown_override_key() -> None:
     with pytest.raises(BadInput) as e:
         load_config(Recipe, None, ["--train.learning_rate=1"])
     msg = str(e.value)
-    assert "'train.learning_rate'" in msg and "--train.learning_rate=1" in msg
+    assert msg.startswith("--train.learning_rate: unknown option(s) train.learning_rate")
     assert "lr" in msg and "packing" in msg
 
 
@@ -246,7 +254,7 @@ def test_duplicate_yaml_keys_are_refused(tmp_path: Path) -> None:
 
 
 def test_required_fields_and_post_init_validation() -> None:
-    with pytest.raises(BadInput, match=r"missing required config key\(s\) name.*--name="):
+    with pytest.raises(BadInput, match=r"missing required option\(s\) name.*--name="):
         load_config(Required, None)
     assert load_config(Required, None, ["--name=x"]) == Required("x")
     with pytest.raises(BadInput, match="size must be >= 1"):

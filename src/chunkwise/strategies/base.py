@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from chunkwise.errors import BadInput
 from chunkwise.llm import LLM, Completion, Request
-from chunkwise.options import convert_options
+from chunkwise.options import convert_options, parse_strategy_args  # noqa: F401 (re-exported)
 
 TaskFamily = Literal["qa", "multiple_choice", "summary", "retrieval", "code", "math", "dialogue"]
 TASK_FAMILIES: tuple[str, ...] = (
@@ -187,16 +187,3 @@ def get_strategy(name: str, **kwargs: Any) -> Strategy:
         raise BadInput(f"unknown strategy {name!r}; valid: {', '.join(sorted(STRATEGIES))}")
     cls = STRATEGIES[name]
     return cls(**convert_options(f"strategy {name!r}", cls, kwargs))
-
-
-def parse_strategy_args(text: str | None) -> dict[str, str]:
-    """``"k=v,k2=v2"`` -> dict; used by ``--strategy-args``."""
-    out: dict[str, str] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        k, sep, v = part.partition("=")
-        if not sep or not k.strip():
-            raise BadInput(f"strategy argument {part!r} is not key=value")
-        out[k.strip()] = v.strip()
-    return out
