@@ -31,7 +31,10 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given ``argv``, only the verb it names gets its arguments (each verb's
+    flags are generated from its config's declaration, which need not be imported for the
+    others)."""
     parser = argparse.ArgumentParser(
         prog="chunkwise",
         description="Long documents, short-context models: decode, evaluate, synthesize, train.",
@@ -39,16 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"chunkwise {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    named = next((a for a in argv or () if not a.startswith("-")), None)
     for verb, module_name in COMMANDS.items():
         module = importlib.import_module(f"chunkwise.commands.{module_name}")
         p = sub.add_parser(verb, help=module.HELP, description=module.HELP)
-        module.add_arguments(p)
+        if argv is None or verb == named:
+            module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     from chunkwise.logs import setup_logging
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from chunkwise.errors import BadInput
 
@@ -38,55 +38,65 @@ RESUME_EXEMPT = frozenset(
 class EvalConfig:
     """One evaluation: a recipe under ``recipes/eval/`` or the flags of ``chunkwise eval``."""
 
-    #: model spec (``hf:default``, ``openai:M@URL``, a training output folder, ...)
+    #: model spec or training output folder (hf:default, openai:M@URL, vllm:ID?tp=8, a folder)
     model: str = "hf:default"
-    #: any registered strategy: standard, mapreduce, ...
+    #: decoding mode: any registered strategy (standard, mapreduce, chain_of_agents, ...)
     strategy: str = "standard"
-    #: the strategy's options (``chunk_tokens: 1000``); values are kept as text
+    #: the strategy's options, k=v,k2=v2 (chunk_tokens=500,grounding=true); options the model
+    #: carries in its strategy.json fill the rest (results.json records which came from where)
     strategy_args: dict[str, Any] = field(default_factory=dict)
+    #: benchmark: infinitebench, ruler, qasper, ...
     benchmark: str = "infinitebench"
-    #: task names, or ``all`` (every task the data can provide)
+    #: task names, comma-separated (passkey,kv_retrieval), or all (every task the data can
+    #: provide)
     tasks: list[str] = field(default_factory=lambda: ["passkey"])
     #: hub | a folder of official <task>.jsonl files | synthetic:LENGTH
     data: str = "hub"
     #: Hub dataset revision (default: the benchmark's pinned one)
     revision: str | None = None
-    #: first N examples of each task (synthetic: generate N); a fraction below 1 (``0.1``)
-    #: takes that share of each task's examples (rounded up)
+    #: first N examples of each task (synthetic: generate N), or a fraction below 1 (0.1: that
+    #: share of each task's examples, rounded up)
     limit: int | float | None = None
     #: synthetic data seed (also the bootstrap's seed)
     seed: int = 0
-    #: cap on the context window the strategy may use (below the model's own)
+    #: cap the context window the strategy may use below the model's own (tokens)
     context_window: int | None = None
     #: question wording: auto (chat when the model takes chat messages) | chat | base
-    prompts: str = "auto"
-    #: a user's copy of InfiniteBench's src/prompt.py: use its official templates (read as
-    #: data, never executed) instead of ours
+    prompts: Literal["auto", "chat", "base"] = "auto"
+    #: your copy of InfiniteBench's src/prompt.py: use its official templates (read as data,
+    #: never run) instead of ours
     prompt_source: str | None = None
-    #: which of its template families: gpt4 | claude2 | kimi | yarn_mistral (| yi-6b-200k ...)
+    #: template family in it: gpt4 | claude2 | kimi | yarn_mistral (| yi-6b-200k ...)
     prompt_family: str | None = None
-    #: document (cut the document's middle, room kept for the output) | official (the whole
-    #: prompt cut in the middle to the window, as InfiniteBench's scripts do)
-    truncation: str = "document"
+    #: document: cut the document's middle, room kept for the output | official: cut the whole
+    #: prompt's middle to the window, as InfiniteBench's scripts do
+    truncation: Literal["document", "official"] = "document"
+    #: official | lenient
     scorer: str = "official"
-    #: auto (mapreduce: the strategy's parsed answer, what our prompts produce; else none) |
-    #: none | parsed | mapreduce (LLM×MapReduce's process_answer, for its own outputs) |
-    #: answer_field
+    #: answer extraction before scoring: auto (under mapreduce the answer the strategy parsed
+    #: from our prompts' Answer: field, else none) | none | parsed | mapreduce (LLM×MapReduce's
+    #: own process_answer, for replies in the reference's format) | answer_field. Rerunning a
+    #: finished run with another --extract or --scorer rescores it without loading the model
     extract: str = "auto"
+    #: run folder, e.g. runs/NAME (rerun to resume)
     output: str = "runs/eval"
     #: keep each strategy trace (every LLM call) in the prediction lines
     save_trace: bool = True
-    #: examples answered at once, each in its own thread, their model calls merged into one
-    #: batch (worth it on vLLM and batched HF decoding; predictions are written as they finish)
+    #: answer N examples at once, their model calls merged into one batch (worth it on vLLM
+    #: and batched HF decoding; predictions are written as they finish)
     parallel: int = 1
     #: store every call's exact prompt in the prediction lines and write samples/<task>.jsonl
     #: (prompt, raw output, extracted answer, per-sample score)
     log_samples: bool = False
+    #: log to Weights & Biases (WANDB_MODE=offline unless you set it)
     wandb: bool = False
+    #: wandb project
     wandb_project: str = "chunkwise-eval"
+    #: wandb entity (team or user)
     wandb_entity: str | None = None
+    #: extra wandb tags, comma-separated
     wandb_tags: list[str] = field(default_factory=list)
-    #: the step the metrics are logged at (e.g. the training step of the checkpoint)
+    #: log the metrics at this step (e.g. the training step of the checkpoint)
     wandb_step: int | None = None
 
     def resolved(self) -> EvalConfig:
