@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from chunkwise.config import convert, describe, unknown_options
-from chunkwise.config.convert import Mismatch, parse_pairs
+from chunkwise.config.convert import InvalidOption, Mismatch, bad_value, parse_pairs
 from chunkwise.errors import BadInput
 
 T = TypeVar("T")
@@ -78,8 +78,8 @@ def build_options(owner: str, cls: type[T], options: Mapping[str, Any]) -> T:
     backend's from its spec's ``?key=value`` pairs."""
     try:
         return cls(**convert_options(owner, cls, options))
-    except ValueError as e:  # the dataclass's own check of a value's meaning
-        raise BadInput(f"{owner}: {e}") from None
+    except InvalidOption as e:  # the dataclass's own check of a value's meaning
+        raise bad_value(owner, e.key, e.value, expected=e.expected) from None
 
 
 def parse_strategy_args(text: str | None, where: str = "--strategy-args") -> dict[str, str]:

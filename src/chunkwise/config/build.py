@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from chunkwise.config.convert import (
     MAPPING_TYPES,
+    InvalidOption,
     Mismatch,
     bad_value,
     coerce,
@@ -122,6 +123,10 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str, src: _Source) -> T:
         )
     try:
         return cls(**kwargs)
+    except InvalidOption as e:
+        key = f"{prefix}{e.key}"
+        where = data[e.key].where if isinstance(data.get(e.key), Override) else src.where(key)
+        raise bad_value(where, key, e.value, expected=e.expected) from None
     except (TypeError, ValueError) as e:
         section = prefix.rstrip(".") or cls.__name__
         raise BadInput(f"{src.where(prefix.rstrip('.'))}: invalid {section}: {e}") from None

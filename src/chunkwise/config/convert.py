@@ -39,10 +39,23 @@ MAPPING_TYPES = (dict, Mapping, typing.Mapping)
 # the error format
 
 
-def bad_value(where: str, key: str, value: Any, tp: Any) -> BadInput:
-    """``<where>: option <key>=<value> is not valid; expected <what tp allows>``."""
+def bad_value(where: str, key: str, value: Any, tp: Any = None, expected: str = "") -> BadInput:
+    """``<where>: option <key>=<value> is not valid; expected <what tp allows>`` (or the
+    ``expected`` text an options class's own check gives)."""
     shown = repr(value) if not isinstance(value, str) or len(value) <= 80 else repr(value[:80])
-    return BadInput(f"{where}: option {key}={shown} is not valid; expected {describe(tp)}")
+    return BadInput(
+        f"{where}: option {key}={shown} is not valid; expected {expected or describe(tp)}"
+    )
+
+
+class InvalidOption(ValueError):
+    """An options class's own check of a value's meaning failed (raise it from
+    ``__post_init__``: ``InvalidOption("tp", 0, "a whole number >= 1")``); the builder reports
+    it in the one format, naming where the value came from."""
+
+    def __init__(self, key: str, value: Any, expected: str):
+        super().__init__(f"option {key}={value!r} is not valid; expected {expected}")
+        self.key, self.value, self.expected = key, value, expected
 
 
 def unknown_options(where: str, keys: Iterable[str], valid: Sequence[str]) -> BadInput:
@@ -413,6 +426,7 @@ def value_from_text(text: str, tp: Any) -> Any:
 
 __all__ = [
     "MAPPING_TYPES",
+    "InvalidOption",
     "Mismatch",
     "bad_value",
     "coerce",

@@ -36,23 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput, MissingDependency
+from chunkwise.llm.backend_options import LlamaCppOptions
 from chunkwise.llm.base import LLM, Completion, Message, Prompt, Request, find_stop
-from chunkwise.llm.spec import ModelSpec
+from chunkwise.llm.spec import ModelSpec, spec_options
 
 log = logging.getLogger(__name__)
 
-OPTIONS = ("ctx", "threads", "batch", "gpu_layers", "logprobs", "chat", "seed")
 INSTALL_HINT = "pip install 'chunkwise[llamacpp]' (compiles for ~15 minutes)"
-DEFAULT_CTX = 8192
-
-
-def _check_options(spec: ModelSpec) -> None:
-    unknown = sorted(set(spec.options) - set(OPTIONS))
-    if unknown:
-        raise BadInput(
-            f"model spec {spec.raw!r}: unknown option(s) {', '.join(unknown)} for the llamacpp "
-            f"backend; valid options: {', '.join(OPTIONS)}"
-        )
+#: the default context window (``?ctx=``), in tokens
+DEFAULT_CTX = LlamaCppOptions().ctx
 
 
 def flatten_messages(messages: Sequence[Message]) -> str:
@@ -284,7 +276,7 @@ def _chat_logprobs(data: Any) -> tuple[list[float] | None, list[str] | None]:
 
 
 def load(spec: ModelSpec) -> LLM:
-    _check_options(spec)
+    o = spec_options(spec, LlamaCppOptions)  # checked before the library is imported
     llama_cpp = _import_llama_cpp()
     if spec.adapter:
         raise BadInput(
@@ -300,23 +292,13 @@ def load(spec: ModelSpec) -> LLM:
                 f"model spec {spec.raw!r}: GGUF file {path} not found (use llamacpp:default "
                 "for the embedded model)"
             )
-    ctx = spec.int_opt("ctx", DEFAULT_CTX)
-    if ctx is None or ctx < 0:
-        raise BadInput(f"model spec {spec.raw!r}: ctx must be >= 0 (0 = the model's own)")
-    threads = spec.int_opt("threads") or os.cpu_count() or 1
-    logprobs = bool(spec.bool_opt("logprobs", False))
     model = llama_cpp.Llama(
         model_path=str(path),
-        n_ctx=ctx,
-        n_threads=threads,
-        n_batch=spec.int_opt("batch", 512),
-        n_gpu_layers=spec.int_opt("gpu_layers", 0),
-        logits_all=logprobs,
+        n_ctx=o.ctx,
+        n_threads=o.threads or os.cpu_count() or 1,
+        n_batch=o.batch,
+        n_gpu_layers=o.gpu_layers,
+        logits_all=o.logprobs,
         verbose=False,
     )
-    return LlamaCppBackend(
-        model,
-        chat=bool(spec.bool_opt("chat", False)),
-        logprobs=logprobs,
-        seed=spec.int_opt("seed"),
-    )
+    return LlamaCppBackend(model, chat=o.chat, logprobs=o.logprobs, seed=o.seed)

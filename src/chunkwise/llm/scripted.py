@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from chunkwise.errors import BadInput
+from chunkwise.llm.backend_options import ScriptedOptions
 from chunkwise.llm.base import LLM, Completion, Prompt, Request, find_stop
-from chunkwise.llm.spec import ModelSpec
+from chunkwise.llm.spec import ModelSpec, spec_options
 
 Reply = str | Callable[[re.Match[str]], str]
 _PIECE = re.compile(r"\s*(?:\w+|[^\w\s])|\s+")
@@ -125,6 +126,7 @@ def load(spec: ModelSpec) -> LLM:
     factory = SCRIPTS.get(spec.target)
     if factory is None:
         raise BadInput(f"unknown scripted model {spec.target!r}; known: {', '.join(SCRIPTS)}")
+    options = spec_options(spec, ScriptedOptions)
     llm = factory()
-    llm.window = spec.int_opt("ctx", llm.window) or llm.window
+    llm.window = options.ctx or llm.window
     return llm

@@ -24,11 +24,15 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import parse_qsl
 
 from chunkwise.errors import BadInput
+from chunkwise.options import build_options
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: options that make a backend run code shipped with a model: only the user's own spec (the
 #: command line, a config they wrote) may set them, never a spec read from a model folder
@@ -122,6 +126,16 @@ def parse_spec(spec: str) -> ModelSpec:
     if not rest:
         raise _bad(spec, "nothing after the backend prefix")
     return ModelSpec(backend, rest, options, adapter, raw)
+
+
+def spec_options(spec: ModelSpec, cls: type[T], options: Mapping[str, str] | None = None) -> T:
+    """The spec's ``?key=value`` options (or ``options``, e.g. with a model folder's own
+    merged in) as the backend's options dataclass ``cls``
+    (:mod:`chunkwise.llm.backend_options`): text converted by each option's declared type,
+    unknown keys refused, both in the one error format naming the spec."""
+    return build_options(
+        f"model spec {spec.raw!r}", cls, spec.options if options is None else options
+    )
 
 
 def file_options(
