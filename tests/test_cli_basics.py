@@ -121,7 +121,8 @@ def test_answer_json_and_trace(tmp_path, capsys):
     )
     assert code == 0
     res = json.loads(out)
-    assert set(res) == {"answer", "stats"}
+    assert set(res) == {"answer", "stats", "options", "option_sources"}
+    assert res["options"] == {"window": 600} and res["option_sources"] == {"window": "user"}
     assert {"llm_calls", "prompt_tokens", "completion_tokens", "seconds"} <= set(res["stats"])
     assert "chunks" in res["stats"] and "collapse_rounds" in res["stats"]  # the whole stats
     assert res["stats"]["llm_calls"] > 2

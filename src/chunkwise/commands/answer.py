@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from chunkwise.errors import BadInput
     from chunkwise.io import atomic_write_json, check_output_file
     from chunkwise.llm import load_llm
-    from chunkwise.strategies import Query, get_strategy, parse_strategy_args
+    from chunkwise.strategies import Query, parse_strategy_args, resolve_options
 
     if args.trace:  # checked now: a bad path must not cost the answer
         check_output_file(args.trace, "--trace")
@@ -53,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
         if args.chunk_tokens < 1:
             raise BadInput(f"--chunk-tokens must be positive, got {args.chunk_tokens}")
         kwargs["chunk_tokens"] = args.chunk_tokens
-    strategy = get_strategy(args.strategy, **kwargs)
+    # the user's options over those the model carries (its strategy.json)
+    resolved = resolve_options(args.strategy, args.model, kwargs)
+    strategy = resolved.build()
     with load_llm(args.model) as llm:
         ans = strategy.answer(document, query, llm)
     if args.trace:
@@ -63,13 +65,15 @@ def run(args: argparse.Namespace) -> int:
                 "question": args.question,
                 "strategy": args.strategy,
                 "model": args.model,
+                **resolved.record(),
                 **ans.to_dict(),
             },
         )
     if args.json:
         # the strategy's whole stats: calls and tokens, and whatever it counts of its own
         # (summary nodes, calls by kind, chunks, collapse rounds, orderings, ...)
-        print(json.dumps({"answer": ans.text, "stats": ans.stats.to_dict()}, default=str))
+        out = {"answer": ans.text, "stats": ans.stats.to_dict(), **resolved.record()}
+        print(json.dumps(out, default=str))
     else:
         print(ans.text)
     return 0

@@ -76,13 +76,19 @@ log = logging.getLogger(__name__)
 _stat_sums, _stat_block = stat_sums, stat_block
 
 
-def make_strategy(cfg: EvalConfig):
-    from chunkwise.strategies import get_strategy
+def strategy_options(cfg: EvalConfig) -> Any:
+    """The strategy's options for this run: the user's (``strategy_args``, and
+    ``context_window`` as ``window``) over those the model carries in its strategy.json."""
+    from chunkwise.strategies import resolve_options
 
     kwargs: dict[str, Any] = dict(cfg.strategy_args)
     if cfg.context_window is not None:
         kwargs["window"] = cfg.context_window
-    return get_strategy(cfg.strategy, **kwargs)
+    return resolve_options(cfg.strategy, cfg.model, kwargs)
+
+
+def make_strategy(cfg: EvalConfig):
+    return strategy_options(cfg).build()
 
 
 @dataclass
@@ -112,6 +118,8 @@ class _Plan:
     extract: str
     templates: Any
     strategy: Any
+    #: the strategy's resolved options and where each came from (recorded in results.json)
+    options: Any = None
 
 
 def _plan(cfg: EvalConfig) -> _Plan:
@@ -130,7 +138,8 @@ def _plan(cfg: EvalConfig) -> _Plan:
         if bench.load_templates is None:
             raise BadInput(f"--prompt-source: the {bench.name} benchmark has no official templates")
         templates = bench.load_templates(cfg.prompt_source, str(cfg.prompt_family))
-    return _Plan(cfg, bench, tasks, data_spec, extract, templates, make_strategy(cfg))
+    options = strategy_options(cfg)
+    return _Plan(cfg, bench, tasks, data_spec, extract, templates, options.build(), options)
 
 
 def _load(p: _Plan, task: str, count_tokens: Any) -> Any:
@@ -234,6 +243,7 @@ def _run_eval(
     if not dist.is_main:
         return None
     results = finish(s, plan.tasks, examples, sources, totals, model_info, resumed)
+    results["strategy"].update(plan.options.record())
     results["timing"] = {
         "model_load_seconds": round(load_s, 3),
         "model_loaded": llm is not None,
@@ -379,4 +389,11 @@ def _predict(s: _Session, task: str, ex: dict[str, Any], llm: RecordingLLM) -> d
     return rec
 
 
-__all__ = ["RESUME_EXEMPT", "EvalConfig", "make_strategy", "prepare_run_dir", "run_eval"]
+__all__ = [
+    "RESUME_EXEMPT",
+    "EvalConfig",
+    "make_strategy",
+    "prepare_run_dir",
+    "run_eval",
+    "strategy_options",
+]

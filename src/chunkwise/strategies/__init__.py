@@ -22,16 +22,21 @@ from chunkwise.strategies.base import (
     get_strategy,
     parse_strategy_args,
     register,
+    strategy_class,
 )
+from chunkwise.strategies.resolve import ResolvedOptions, resolve_options
 
 __all__ = [
     "STRATEGIES",
     "Answer",
     "Query",
+    "ResolvedOptions",
     "Stats",
     "Strategy",
     "TraceEvent",
     "get_strategy",
     "parse_strategy_args",
     "register",
+    "resolve_options",
+    "strategy_class",
 ]

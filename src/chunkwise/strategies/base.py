@@ -178,12 +178,17 @@ def register(cls: type[Strategy]) -> type[Strategy]:
     return cls
 
 
-def get_strategy(name: str, **kwargs: Any) -> Strategy:
-    """Instantiate a registered strategy; text values (``--strategy-args k=v``) are converted
-    by each option's declared type (:mod:`chunkwise.options`)."""
+def strategy_class(name: str) -> type[Strategy]:
+    """The registered strategy called ``name`` (built-in ones are imported on first use)."""
     for module in BUILTIN_MODULES:
         importlib.import_module(module)
     if name not in STRATEGIES:
         raise BadInput(f"unknown strategy {name!r}; valid: {', '.join(sorted(STRATEGIES))}")
-    cls = STRATEGIES[name]
+    return STRATEGIES[name]
+
+
+def get_strategy(name: str, **kwargs: Any) -> Strategy:
+    """Instantiate a registered strategy; text values (``--strategy-args k=v``) are converted
+    by each option's declared type (:mod:`chunkwise.options`)."""
+    cls = strategy_class(name)
     return cls(**convert_options(f"strategy {name!r}", cls, kwargs))

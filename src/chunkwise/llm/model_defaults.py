@@ -1,0 +1,124 @@
+"""The decoding options a model carries: how it was trained and measured to be decoded.
+
+A model can name the strategy options it goes with, per strategy, in a ``strategy.json``
+beside its weights (``{"mapreduce": {"chunk_tokens": 500, "grounding": true, ...}}``):
+
+- a packaged adapter (``hf:default-mr``, ``vllm:default-coa``): the ``strategy.json`` that
+  ``make default-mr`` installed beside it;
+- a model folder (``hf:/path``, ``vllm:/path`` or the bare path): its own ``strategy.json``;
+  failing that, a finished training run's ``recipe.yaml``: a run trained on MapReduce records
+  (``data.mode: mapreduce``) carries its ``data.mapreduce`` options and ``data.window``, what
+  those records were rendered with.
+
+:func:`strategy_defaults` reads them; :func:`chunkwise.strategies.resolve_options` puts the
+user's explicit options over them. Any other model carries none.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chunkwise.config import load_yaml
+from chunkwise.errors import BadInput
+from chunkwise.llm.spec import parse_spec
+
+#: the file beside a model that holds its strategy options
+STRATEGY_FILE = "strategy.json"
+#: a training run's resolved recipe, and its summary, beside its weights or adapter
+RECIPE_FILE = "recipe.yaml"
+TRAIN_INFO_FILE = "train_info.json"
+
+
+@dataclass(frozen=True)
+class ModelDefaults:
+    """Strategy options per strategy name, and the file they were read from."""
+
+    source: str
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def for_strategy(self, name: str) -> dict[str, Any]:
+        return dict(self.options.get(name, {}))
+
+
+def recipe_strategy_options(recipe: Any, source: object) -> dict[str, dict[str, Any]]:
+    """The MapReduce options a training recipe (as read from YAML) rendered its records with:
+    ``{"mapreduce": {**data.mapreduce, "window": data.window}}``."""
+    data = recipe.get("data") if isinstance(recipe, dict) else None
+    data = {} if data is None else data
+    mapreduce = data.get("mapreduce") if isinstance(data, dict) else None
+    window = data.get("window", 4096) if isinstance(data, dict) else None
+    if not isinstance(mapreduce, (dict, type(None))) or type(window) is not int:
+        raise BadInput(
+            f"{source}: not a training recipe (data.mapreduce must be a mapping and "
+            "data.window a whole number)"
+        )
+    return {"mapreduce": {**(mapreduce or {}), "window": window}}
+
+
+def read_strategy_file(path: Path) -> dict[str, dict[str, Any]]:
+    """A ``strategy.json``: strategy name -> options (a mapping of mappings)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise BadInput(f"{path}: cannot be read as JSON ({e})") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, dict) for k, v in data.items()
+    ):
+        raise BadInput(
+            f"{path}: expected strategy names mapped to their options, e.g. "
+            '{"mapreduce": {"chunk_tokens": 500}}'
+        )
+    return {k: dict(v) for k, v in data.items()}
+
+
+def _model_folder(model: str) -> Path | None:
+    """The folder a spec loads its weights or adapter from, where it has one."""
+    from chunkwise.llm.loading import is_alias
+
+    try:
+        ms = parse_spec(model)
+    except BadInput:
+        return None
+    if is_alias(ms):
+        from chunkwise.llm.default_mr import package_dir
+
+        return package_dir(ms.target)
+    if ms.backend not in ("hf", "vllm"):
+        return None
+    folder = Path(ms.adapter or ms.target).expanduser()
+    return folder if folder.is_dir() else None
+
+
+def strategy_defaults(model: str) -> ModelDefaults | None:
+    """The strategy options model spec ``model`` carries, or None."""
+    folder = _model_folder(model)
+    if folder is None:
+        return None
+    path = folder / STRATEGY_FILE
+    if path.is_file():
+        return ModelDefaults(str(path), read_strategy_file(path))
+    recipe = folder / RECIPE_FILE
+    if not (recipe.is_file() and (folder / TRAIN_INFO_FILE).is_file()):
+        return None
+    try:
+        text = recipe.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"{recipe}: cannot be read ({e})") from None
+    data = load_yaml(text, recipe)
+    section = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(section, dict) or section.get("mode") != "mapreduce":
+        return None  # trained on standard prompts: no MapReduce options to carry
+    return ModelDefaults(str(recipe), recipe_strategy_options(data, recipe))
+
+
+__all__ = [
+    "RECIPE_FILE",
+    "STRATEGY_FILE",
+    "ModelDefaults",
+    "read_strategy_file",
+    "recipe_strategy_options",
+    "strategy_defaults",
+]
