@@ -3,116 +3,43 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+from dataclasses import dataclass
+from typing import Literal
 
 HELP = "synthesize Pyramid-Align long-context SFT records with a short-context model"
 
 
+@dataclass
+class TeacherOptions:
+    """Which teacher writes the records, and what the oracle teacher generates."""
+
+    #: llm: questions and MapReduce answers from --model over --docs | oracle: generated
+    #: documents with known evidence and exact map/collapse/reduce targets (--families,
+    #: --lengths, --n); --model then only counts tokens
+    teacher: Literal["llm", "oracle"] = "llm"
+    #: oracle: document families, comma-separated, all, or train (all but the held-out one;
+    #: see chunkwise.data.families)
+    families: str = "all"
+    #: oracle: document lengths in tokens, comma-separated, or train for the training lengths
+    lengths: str = "4000"
+    #: oracle: documents per family and length
+    n: int = 4
+    #: oracle: also that fraction of the documents with their evidence cut out, so the reduce
+    #: learns to answer [NO INFORMATION] when every part is empty (retrieval and conflicting
+    #: families)
+    unanswerable: float = 0.0
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--docs",
-        metavar="SOURCE",
-        help="LongAlign-format JSONL (the long user turn is the document), a folder of "
-        ".txt files, a save_to_disk folder, or a hub dataset id with a text column "
-        "(required with --teacher llm)",
-    )
-    p.add_argument(
-        "--teacher",
-        choices=("llm", "oracle"),
-        default="llm",
-        help="llm: questions and MapReduce answers from --model over --docs (default); "
-        "oracle: generated documents with known evidence and exact map/collapse/reduce "
-        "targets (--families, --lengths, --n); --model then only counts tokens",
-    )
-    p.add_argument(
-        "--families",
-        default="all",
-        help="oracle: document families, comma-separated, 'all' (default) or 'train' (all but "
-        "the held-out one; see chunkwise.data.families)",
-    )
-    p.add_argument(
-        "--lengths",
-        default="4000",
-        help="oracle: document lengths in tokens, or 'train' for the training lengths "
-        "(default: 4000)",
-    )
-    p.add_argument("--n", type=int, default=4, help="oracle: documents per family and length")
-    p.add_argument(
-        "--unanswerable",
-        type=float,
-        default=0.0,
-        metavar="FRACTION",
-        help="oracle: also that fraction of the documents with their evidence cut out, so the "
-        "reduce learns to answer [NO INFORMATION] when every part is empty (retrieval and "
-        "conflicting families; default: 0)",
-    )
-    p.add_argument(
-        "--override-settings",
-        action="store_true",
-        help="continue an --out folder started with other settings (its config.json is "
-        "rewritten; records made under both stay in one folder)",
-    )
-    p.add_argument(
-        "--model", default="hf:default", metavar="SPEC", help="model spec (default: hf:default)"
-    )
-    p.add_argument(
-        "--out", required=True, metavar="DIR", help="output folder (a rerun continues it)"
-    )
-    p.add_argument("--limit", type=int, help="use only the first N documents of the source")
-    p.add_argument("--questions-per-doc", type=int, default=1, metavar="K", help="default: 1")
-    p.add_argument(
-        "--window",
-        type=int,
-        default=4096,
-        metavar="L",
-        help="context window of every call, in tokens (default: 4096)",
-    )
-    p.add_argument(
-        "--chunk-tokens",
-        type=int,
-        default=0,
-        help="leaf size in tokens (default: what lets 3 leaves share one summary call)",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--num-shards",
-        type=int,
-        default=None,
-        help="split the documents over N processes (default: $WORLD_SIZE under accelerate/torchrun, else 1)",
-    )
-    p.add_argument(
-        "--shard-index",
-        type=int,
-        default=None,
-        help="which shard this process runs (default: $RANK, else 0)",
-    )
-    p.add_argument(
-        "--concurrency",
-        type=int,
-        default=4,
-        help="documents in flight; their LLM calls are batched together (default: 4)",
-    )
-    p.add_argument(
-        "--node-mix",
-        default="leaf=0.4,mid=0.3,root=0.3",
-        help="question nodes by kind (default: leaf=0.4,mid=0.3,root=0.3)",
-    )
-    p.add_argument(
-        "--importance",
-        choices=("embedding", "llm"),
-        default="embedding",
-        help="leaf sentence importance: embedding centrality (no LLM calls) or LLM-rated",
-    )
-    p.add_argument(
-        "--embedder", default="minilm", help="minilm (offline default), st:PATH, hashing"
-    )
-    p.add_argument("--prompts", choices=("auto", "chat", "base"), default="auto")
-    p.add_argument("--text-column", help="text column of a dataset source")
-    p.add_argument("--split", default="train", help="dataset split (default: train)")
-    p.add_argument("--strategy-args", help="MapReduce options for the answers, k=v,k2=v2")
-    p.add_argument("--push-to-hub", metavar="NAME", help="also push the dataset to the hub")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from chunkwise.config.flags import add_flags
+    from chunkwise.synth.config import SynthConfig
+
+    # one flag per field of the two declarations, help from their #: comments
+    add_flags(p, TeacherOptions)
+    add_flags(p, SynthConfig, aliases={"mapreduce_args": ["--strategy-args"]})
 
 
 def shard_from_env(
@@ -132,43 +59,31 @@ def shard_from_env(
 
 
 def run(args: argparse.Namespace) -> int:
-    from chunkwise.strategies import parse_strategy_args
+    from chunkwise.config import load_config
+    from chunkwise.config.flags import flag_overrides
     from chunkwise.synth import SynthConfig, run_synth
 
-    if args.teacher == "oracle":
+    teacher = load_config(TeacherOptions, None, flag_overrides(args, TeacherOptions))
+    cfg = load_config(SynthConfig, None, flag_overrides(args, SynthConfig))
+    if teacher.teacher == "oracle":
         from chunkwise.synth.oracle import run_oracle_cli
 
-        return run_oracle_cli(args, dict(parse_strategy_args(args.strategy_args)))
-    if not args.docs:
-        from chunkwise.errors import BadInput
-
-        raise BadInput("--docs is required with --teacher llm (the default)")
-
-    num_shards, shard_index = shard_from_env(args.num_shards, args.shard_index)
-
-    cfg = SynthConfig(
-        docs=args.docs,
-        out=args.out,
-        model=args.model,
-        limit=args.limit,
-        questions_per_doc=args.questions_per_doc,
-        window=args.window,
-        chunk_tokens=args.chunk_tokens,
-        seed=args.seed,
-        num_shards=num_shards,
-        shard_index=shard_index,
-        concurrency=args.concurrency,
-        node_mix=args.node_mix,
-        importance=args.importance,
-        embedder=args.embedder,
-        prompts=args.prompts,
-        text_column=args.text_column,
-        split=args.split,
-        mapreduce_args=dict(parse_strategy_args(args.strategy_args)),
-        push_to_hub=args.push_to_hub,
-        progress=not args.no_progress,
-        override_settings=args.override_settings,
+        oracle_args = argparse.Namespace(
+            **dataclasses.asdict(teacher),
+            out=cfg.out,
+            model=cfg.model,
+            seed=cfg.seed,
+            window=cfg.window,
+            no_progress=not cfg.progress,
+            override_settings=cfg.override_settings,
+        )
+        return run_oracle_cli(oracle_args, dict(cfg.mapreduce_args))
+    # a launcher's WORLD_SIZE / RANK give each process its shard unless the flags say
+    num_shards, shard_index = shard_from_env(
+        cfg.num_shards if args.num_shards is not None else None,
+        cfg.shard_index if args.shard_index is not None else None,
     )
+    cfg = dataclasses.replace(cfg, num_shards=num_shards, shard_index=shard_index)
     stats = run_synth(cfg)
     keys = ("documents", "examples", "level_histogram", "question_node_mix", "questions", "seconds")
     print(

@@ -116,10 +116,11 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str, src: _Source) -> T:
     ]
     if missing:
         keys = ", ".join(f"{prefix}{m}" for m in missing)
-        where = src.path or "(no config file)"
+        flag = f"--{prefix}{missing[0]}=VALUE"
+        if src.path is None:
+            raise BadInput(f"missing required option(s) {keys}: give {flag}")
         raise BadInput(
-            f"{where}: missing required option(s) {keys}; set them in the YAML file or with "
-            f"--{prefix}{missing[0]}=VALUE"
+            f"{src.path}: missing required option(s) {keys}; set them in the file or with {flag}"
         )
     try:
         return cls(**kwargs)
