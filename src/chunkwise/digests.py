@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -36,8 +35,10 @@ def _entry(cache: Path, real: Path) -> Path:
 
 
 def _remembered(entry: Path, real: Path, stamp: list[int]) -> str | None:
+    from chunkwise.io import parse_json
+
     try:
-        rec = json.loads(entry.read_text(encoding="utf-8"))
+        rec = parse_json(entry.read_bytes())  # deep nesting is a ValueError, not a RecursionError
     except (OSError, ValueError):
         return None
     if not isinstance(rec, dict) or rec.get("path") != str(real) or rec.get("stamp") != stamp:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
     from chunkwise.demo.pipeline import Demo
-    from chunkwise.demo.sizes import DemoSize
     from chunkwise.errors import BadInput
     from chunkwise.io import read_json
     from chunkwise.llm.vllm_backend import exit_on_sigterm
@@ -24,12 +24,11 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m chunkwise.demo.evaluate OUT LABEL [LABEL ...]", file=sys.stderr)
         return 2
     out, labels = Path(args[0]), args[1:]
-    state = read_json(out / "demo.json", "demo ledger")
+    ledger = out / "demo.json"
+    state = read_json(ledger, "demo ledger")
     if not isinstance(state, dict) or not all(k in state for k in ("sizes", "model", "seed")):
-        raise BadInput(f"{out / 'demo.json'} is not a demo ledger (no sizes, model and seed)")
-    sizes = {k: tuple(v) if isinstance(v, list) else v for k, v in state["sizes"].items()}
-    known = set(DemoSize.__dataclass_fields__)
-    size = DemoSize(**{k: v for k, v in sizes.items() if k in known})
+        raise BadInput(f"{ledger} is not a demo ledger (no sizes, model and seed)")
+    size = _size_of(ledger, state["sizes"])
     demo = Demo(out, size, model=state["model"], seed=state["seed"], engine="vllm")
     demo.state = state  # the ledger the parent process owns: read, never written here
     models = {m.label: m for m in demo.eval_models()}
@@ -40,6 +39,40 @@ def main(argv: list[str] | None = None) -> int:
     for label in labels:
         demo.evaluate_model(models[label], "vllm")
     return 0
+
+
+#: what each annotation of a DemoSize field accepts, as the ledger's JSON holds it
+_KINDS = {
+    "str": lambda v: isinstance(v, str),
+    "str | None": lambda v: v is None or isinstance(v, str),
+    "int": lambda v: type(v) is int,
+    "float": lambda v: type(v) in (int, float),
+    "tuple[str, ...]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "tuple[int, ...]": lambda v: isinstance(v, list) and all(type(x) is int for x in v),
+}
+
+
+def _size_of(ledger: Path, sizes: object) -> Any:
+    """The DemoSize the ledger's ``sizes`` record; one BadInput naming the ledger and the
+    setting when it is not one."""
+    from dataclasses import MISSING, fields
+
+    from chunkwise.demo.sizes import DemoSize
+    from chunkwise.errors import BadInput
+
+    if not isinstance(sizes, dict):
+        raise BadInput(f"{ledger}: 'sizes' is not a mapping of the demo size's settings")
+    values = {}
+    for f in fields(DemoSize):
+        if f.name not in sizes:
+            if f.default is MISSING:
+                raise BadInput(f"{ledger}: sizes.{f.name} is missing")
+            continue
+        v = sizes[f.name]
+        if not _KINDS.get(str(f.type), lambda _: True)(v):
+            raise BadInput(f"{ledger}: sizes.{f.name} is not a value of type {f.type}")
+        values[f.name] = tuple(v) if isinstance(v, list) else v
+    return DemoSize(**values)
 
 
 def _cli() -> int:

@@ -49,6 +49,7 @@ from chunkwise.demo.training import (
     launch_training,
     losses_line,
     package_path,
+    read_train_info,
     recipe_template,
     rerun_training,
     training_precision,
@@ -78,6 +79,37 @@ def _size_defaults() -> dict[str, Any]:
         f.name: f.default
         for f in dataclasses.fields(DemoSize)
         if f.default is not dataclasses.MISSING
+    }
+
+
+def result_cells(path: Path) -> dict[str, dict[str, Any]]:
+    """``{task: {score, ci95, n, seconds}}`` of an evaluation's results.json; a file that is
+    not one (hand-edited, another tool's) is one :class:`BadInput` naming it."""
+    from chunkwise.io import read_json
+
+    res = read_json(path, "results file")
+    results = res.get("results") if isinstance(res, dict) else None
+    bad = [
+        t
+        for t, r in (results if isinstance(results, dict) else {}).items()
+        if not isinstance(r, dict) or type(r.get("score")) not in (int, float)
+    ]
+    if not isinstance(results, dict) or bad:
+        where = f"results.{bad[0]}.score" if bad else "results"
+        raise BadInput(
+            f"{path}: no {where} (not a chunkwise eval results file); delete it to evaluate "
+            "that model again"
+        )
+    timing = res.get("timing")
+    seconds = timing.get("session_seconds") if isinstance(timing, dict) else None
+    return {
+        task: {
+            "score": r["score"],
+            "ci95": r.get("score_ci95"),
+            "n": r.get("n"),
+            "seconds": seconds,
+        }
+        for task, r in results.items()
     }
 
 
@@ -273,7 +305,13 @@ class Demo:
                 f"synthesis left no records to train on (see {self.out / 'synth' / 'stats.json'})"
             )
         held = [rec for _, rec in read_jsonl(self.out / "docs" / "heldout.jsonl")]
-        leaked = {r["document"] for r in records} & {d["context"] for d in held}
+        texts = [r.get("document") for r in records] + [d.get("context") for d in held]
+        if not all(isinstance(t, str) for t in texts):  # hand-edited or another tool's
+            raise BadInput(
+                f"{self.out / 'synth' / 'data'} or {self.out / 'docs' / 'heldout.jsonl'} holds a "
+                "record without a 'document' (or held-out 'context') text; rerun with --fresh"
+            )
+        leaked = set(texts[: len(records)]) & set(texts[len(records) :])
         if leaked:
             raise DemoError(
                 f"{len(leaked)} held-out document(s) are also training documents; the demo's "
@@ -349,8 +387,7 @@ class Demo:
             info = out_dir / "train_info.json"
             if not info.exists():
                 launch_training(recipe, out_dir, self.size.steps(mode), f"train {mode}")
-            train_info = json.loads(info.read_text(encoding="utf-8"))
-            summary[mode] = training_summary(out_dir, train_info)
+            summary[mode] = training_summary(out_dir, read_train_info(info))
         line = "; ".join(f"{m}: {losses_line(s)}" for m, s in summary.items())
         return summary, line + f" (LoRA adapters in {self.out / 'train'})"
 
@@ -434,14 +471,8 @@ class Demo:
         summary: dict[str, Any] = {}
         for m in models:
             for cfg in self.eval_configs(m, engine):
-                res = json.loads((Path(cfg.output) / "results.json").read_text(encoding="utf-8"))
-                for task, r in res["results"].items():
-                    summary[f"{m.label}/{cfg.strategy}/{task}"] = {
-                        "score": r["score"],
-                        "ci95": r.get("score_ci95"),
-                        "n": r.get("n"),
-                        "seconds": res.get("timing", {}).get("session_seconds"),
-                    }
+                cells = result_cells(Path(cfg.output) / "results.json")
+                summary.update({f"{m.label}/{cfg.strategy}/{t}": c for t, c in cells.items()})
         summary = {"engine": engine, "cells": summary}
         line = (
             f"{len(summary['cells'])} cells of {self.size.eval_n} documents each on {engine} "

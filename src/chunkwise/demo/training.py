@@ -7,7 +7,6 @@ Recipes and the entry point are found through the installed package (``chunkwise
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -133,22 +132,48 @@ def fmt3(v: Any) -> str:
     return "?" if v is None else f"{float(v):.3f}"
 
 
+def _number(v: Any) -> float | int | None:
+    """``v`` when it is a finite number (not a bool), else None."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < float("inf")
+    return v if ok else None
+
+
+def read_train_info(path: Path) -> dict[str, Any]:
+    """A finished run's ``train_info.json`` (a JSON object, else one-line :class:`BadInput`)."""
+    from chunkwise.io import read_json
+
+    info = read_json(path, "training summary")
+    if not isinstance(info, dict):
+        raise BadInput(
+            f"{path}: not a training summary (a JSON {type(info).__name__}); delete its run "
+            "folder to train it again"
+        )
+    return info
+
+
 def training_summary(out_dir: Path, train_info: dict[str, Any]) -> dict[str, Any]:
-    """Steps, seconds and the loss curve of the finished run in ``out_dir``."""
+    """Steps, seconds and the loss curve of the finished run in ``out_dir`` (metric lines a
+    kill cut short, or without a numeric loss, are left out)."""
+    from chunkwise.io import parse_json
+
     losses = []
     metrics = out_dir / "metrics.jsonl"
     if metrics.exists():
-        for line in metrics.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                loss = json.loads(line).get("train/loss")
-                if loss is not None:
-                    losses.append(loss)
-    final = train_info.get("final") or {}
+        for line in metrics.read_bytes().splitlines():
+            try:
+                rec = parse_json(line) if line.strip() else None
+            except ValueError:
+                continue
+            loss = _number(rec.get("train/loss")) if isinstance(rec, dict) else None
+            if loss is not None:
+                losses.append(loss)
+    final = train_info.get("final")
+    final_loss = _number(final.get("train/loss")) if isinstance(final, dict) else None
     return {
         "steps": train_info.get("steps"),
         "seconds": train_info.get("seconds"),
         "first_loss": losses[0] if losses else None,
-        "final_loss": final.get("train/loss", losses[-1] if losses else None),
+        "final_loss": final_loss if final_loss is not None else (losses[-1] if losses else None),
         "losses": losses,
         "output_dir": str(out_dir),
     }
@@ -164,6 +189,7 @@ def losses_line(s: dict[str, Any]) -> str:
 __all__ = [
     "check_model",
     "launch_training",
+    "read_train_info",
     "recipe_template",
     "rerun_training",
     "training_command",

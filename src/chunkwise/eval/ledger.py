@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from chunkwise.errors import BadInput
 from chunkwise.io import JsonlAppender, read_jsonl
 
 
@@ -30,7 +31,15 @@ class Ledger:
         self.path = Path(path) if self._app is None else self._app.path
         # a writer may be mid-line: read-only skips a cut line instead of failing on it
         rows = read_jsonl(self.path, skip_bad_lines=readonly) if self.path.exists() else []
-        self.rows: dict[str, dict[str, Any]] = {r["key"]: r for _, r in rows}
+        self.rows: dict[str, dict[str, Any]] = {}
+        for line, r in rows:
+            if not isinstance(r.get("key"), str):
+                self.close()
+                raise BadInput(
+                    f"{self.path}:{line}: no 'key' text naming the cell (got "
+                    f"{type(r.get('key')).__name__}); fix or delete that line"
+                )
+            self.rows[r["key"]] = r
 
     def __contains__(self, key: str) -> bool:
         return key in self.rows

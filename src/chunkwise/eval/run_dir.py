@@ -160,6 +160,11 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             ) from None
         if not isinstance(rec, dict) or "id" not in rec:
             raise BadInput(f"{path}:{lineno}: expected a JSON object with an 'id'")
+        if isinstance(rec["id"], (dict, list)):
+            raise BadInput(
+                f"{path}:{lineno}: 'id' is a JSON {type(rec['id']).__name__}, not a string or "
+                "number; fix or delete that line"
+            )
         out.append(rec)
     return out
 

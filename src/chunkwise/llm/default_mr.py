@@ -202,17 +202,21 @@ def install(train_dir: Path, dest: Path | None = None, name: str = NAME) -> Path
     if missing:
         raise BadInput(f"{train_dir} is not a finished LoRA run: no {', '.join(missing)}")
     recipe_path = train_dir / "recipe.yaml"
-    recipe = (
-        load_yaml(recipe_path.read_text(encoding="utf-8"), recipe_path)
-        if recipe_path.exists()
-        else {}
-    )
-    data = recipe.get("data", {}) if isinstance(recipe, dict) else {}
-    mr = {
-        **(DECODING if name == NAME else {}),
-        **dict(data.get("mapreduce") or {}),
-        "window": int(data.get("window", 4096)),
-    }
+    try:
+        text = recipe_path.read_text(encoding="utf-8") if recipe_path.exists() else ""
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"{recipe_path}: cannot be read ({e})") from None
+    recipe = load_yaml(text, recipe_path) or {}
+    data = recipe.get("data") if isinstance(recipe, dict) else None
+    data = {} if data is None else data
+    mapreduce = data.get("mapreduce") if isinstance(data, dict) else None
+    window = data.get("window", 4096) if isinstance(data, dict) else None
+    if not isinstance(mapreduce, (dict, type(None))) or type(window) is not int:
+        raise BadInput(
+            f"{recipe_path}: not a training recipe (data.mapreduce must be a mapping and "
+            "data.window a whole number)"
+        )
+    mr = {**(DECODING if name == NAME else {}), **(mapreduce or {}), "window": window}
     dest.mkdir(parents=True, exist_ok=True)
     for f in ADAPTER_FILES:
         if f.endswith(".safetensors"):

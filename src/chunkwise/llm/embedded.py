@@ -70,11 +70,14 @@ def converted_dir() -> Path:
 
 
 def _current(out: Path) -> bool:
-    try:
-        marker = json.loads((out / _MARKER).read_text(encoding="utf-8"))
+    from chunkwise.io import parse_json
+
+    try:  # parse_json: deep nesting is a ValueError too, never a RecursionError
+        marker = parse_json((out / _MARKER).read_bytes())
     except (OSError, ValueError):
         return False
-    return isinstance(marker, dict) and marker.get("format", 1) >= CONVERSION_FORMAT
+    fmt = marker.get("format", 1) if isinstance(marker, dict) else None
+    return isinstance(fmt, int) and fmt >= CONVERSION_FORMAT
 
 
 def ensure_bos(tokenizer: Any) -> None:

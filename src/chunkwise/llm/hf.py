@@ -307,7 +307,11 @@ def _base_of_adapter(folder: Path) -> tuple[ModelSpec, Path]:
     base = data.get(key) if isinstance(data, dict) else None
     if not isinstance(base, str) or not base.strip():
         raise BadInput(f"{meta}: no {key!r} naming the base model of this adapter")
-    spec = parse_spec(base if meta.name == BASE_SPEC_FILE else "hf:" + base)
+    try:
+        spec = parse_spec(base if meta.name == BASE_SPEC_FILE else "hf:" + base)
+    except BadInput as e:  # its message lists the valid forms over several lines
+        why = str(e).splitlines()[0]
+        raise BadInput(f"{meta}: base model {base!r} is not a usable model spec ({why})") from None
     if spec.backend != "hf" or spec.adapter is not None:
         raise BadInput(f"{meta}: base model {base!r} must be a plain hf: spec (no adapter)")
     return spec, meta

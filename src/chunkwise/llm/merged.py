@@ -16,7 +16,6 @@ when it has them (its chat template is the one it was trained on), else the base
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from chunkwise.digests import cached_file_sha256
 from chunkwise.errors import BadInput
+from chunkwise.io import parse_json
 
 log = logging.getLogger("chunkwise.llm.merged")
 
@@ -33,13 +33,20 @@ TOKENIZER_PREFIXES = ("tokenizer", "special_tokens", "chat_template")
 
 
 def adapter_config(adapter: str | Path) -> dict:
+    """The adapter folder's adapter_config.json (a JSON object, else :class:`BadInput`)."""
     path = Path(adapter) / "adapter_config.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
+    try:  # parse_json: deep nesting is a ValueError too, never a RecursionError
+        cfg = parse_json(path.read_bytes())
     except (OSError, ValueError):
         raise BadInput(
             f"adapter folder {str(adapter)!r} has no readable adapter_config.json"
         ) from None
+    if not isinstance(cfg, dict):
+        raise BadInput(
+            f"adapter folder {str(adapter)!r}: adapter_config.json holds a JSON "
+            f"{type(cfg).__name__}, not an object"
+        )
+    return cfg
 
 
 def needs_merge(adapter: str | Path) -> bool:

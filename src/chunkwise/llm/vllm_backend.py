@@ -361,9 +361,16 @@ def _adapter_base(folder: Path, raw: str) -> tuple[str, dict[str, str]]:
         from chunkwise.llm.spec import parse_spec
 
         try:  # parse_json: deep nesting or NaN is a ValueError, never a RecursionError
-            base = parse_spec(parse_json(meta.read_bytes())["base"])
+            text = parse_json(meta.read_bytes())["base"]
         except (OSError, ValueError, KeyError, TypeError):
             raise BadInput(f"model spec {raw!r}: {meta} names no base model") from None
+        if not isinstance(text, str):
+            raise BadInput(f"model spec {raw!r}: {meta}: 'base' is not a model spec string")
+        try:
+            base = parse_spec(text)
+        except BadInput as e:  # its message lists the valid forms over several lines
+            why = str(e).splitlines()[0]
+            raise BadInput(f"model spec {raw!r}: {meta}: 'base' is not usable ({why})") from None
         return base.target, dict(base.options)
     try:
         from chunkwise.io import parse_json

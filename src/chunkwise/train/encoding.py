@@ -33,6 +33,20 @@ class Encoder:
     def _ids(self, text: str, special: bool = False) -> list[int]:
         return list(self.tok(text, add_special_tokens=special)["input_ids"]) if text else []
 
+    def _render(self, ex: TextExample, msgs: list[dict], **kw: Any) -> str:
+        """The chat template's text of ``msgs``; a conversation it refuses (one opening with
+        an assistant turn, roles a template insists alternate) is one BadInput naming it."""
+        from jinja2.exceptions import TemplateError
+
+        try:
+            return self.tok.apply_chat_template(msgs, tokenize=False, **kw)
+        except (ValueError, TemplateError) as e:
+            why = (str(e).splitlines() or [type(e).__name__])[0]
+            raise BadInput(
+                f"{ex.where}: record {ex.id!r}: the chat template cannot render its messages "
+                f"({why}); a conversation starts with a system or user message"
+            ) from None
+
     def pieces(self, ex: TextExample) -> list[tuple[str, bool]]:
         """The example as (text, is_target) pieces, in order."""
         msgs = ex.messages
@@ -42,10 +56,8 @@ class Encoder:
             for j, m in enumerate(msgs):
                 if m["role"] != "assistant":
                     continue
-                head = self.tok.apply_chat_template(
-                    msgs[:j], tokenize=False, add_generation_prompt=True
-                )
-                full = self.tok.apply_chat_template(msgs[: j + 1], tokenize=False)
+                head = self._render(ex, msgs[:j], add_generation_prompt=True)
+                full = self._render(ex, msgs[: j + 1])
                 if not head.startswith(done) or not full.startswith(head):
                     raise BadInput(
                         f"{ex.where}: record {ex.id!r}: the chat template is not prefix-stable (the "

@@ -66,9 +66,33 @@ def _pair(rid: str, stage: str, prompt: str, target: str, where: str) -> TextExa
     )
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+#: the type each field of an intermediate record must have, and how to say it
+_RECORD_FIELDS: dict[str, tuple[Any, str]] = {
+    "extracted_information": (lambda v: isinstance(v, str), "text"),
+    "rationale": (lambda v: isinstance(v, str), "text"),
+    "raw": (lambda v: isinstance(v, str), "text"),
+    "answer": (lambda v: v is None or isinstance(v, str), "text or null"),
+    "confidence": (lambda v: v is None or _is_number(v), "a number or null"),
+    "no_information": (lambda v: isinstance(v, bool), "true or false"),
+    "truncated": (lambda v: isinstance(v, bool), "true or false"),
+    "sources": (
+        lambda v: isinstance(v, list) and all(type(i) is int for i in v),
+        "a list of chunk numbers",
+    ),
+}
+
+
 def _records(items: Any, what: str, rid: str, where: str) -> list[Record]:
     if not isinstance(items, list) or not all(isinstance(d, dict) for d in items):
         raise BadInput(f"{where}: record {rid!r}: {what} must be a list of record objects")
+    for i, d in enumerate(items):
+        for key, (ok, want) in _RECORD_FIELDS.items():
+            if key in d and not ok(d[key]):
+                raise BadInput(f"{where}: record {rid!r}: {what}[{i}].{key} must be {want}")
     return [Record.from_dict(d) for d in items]
 
 

@@ -6,7 +6,6 @@ resume loads them), metric trimming on resume, and the final model folder that
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -132,16 +131,16 @@ def trim_metrics(path: Path, upto: int) -> None:
     """Drop metric lines past step ``upto`` (left by a run killed after its last checkpoint)."""
     if not path.exists():
         return
+    from chunkwise.io import atomic_write_bytes, parse_json
+
     keep = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if json.loads(line)["step"] <= upto:
+    for line in path.read_bytes().splitlines():  # lines that are not metrics are dropped too
+        try:  # parse_json: bad UTF-8 and deep nesting are ValueErrors too
+            if parse_json(line)["step"] <= upto:
                 keep.append(line)
         except (ValueError, KeyError, TypeError):
             continue
-    from chunkwise.io import atomic_write_text
-
-    atomic_write_text(path, "".join(x + "\n" for x in keep))
+    atomic_write_bytes(path, b"".join(x + b"\n" for x in keep))
 
 
 def checkpoint_files(folder: Path) -> list[str]:

@@ -64,7 +64,7 @@ class TreeCache:
         if self.folder is not None:
             path = self.folder / f"{key}.json"
             if path.is_file():
-                tree = Tree.from_json(path.read_text(encoding="utf-8"))
+                tree = Tree.from_json(path.read_bytes(), str(path))
                 self.memory.put(key, tree)
                 return tree
         return None

@@ -69,13 +69,82 @@ class Tree:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> Tree:
-        data = json.loads(text)
-        if data.get("format") != TREE_FORMAT:
-            raise BadInput(f"tree cache format {data.get('format')!r}, expected {TREE_FORMAT}")
-        nodes = [
-            Node(d["index"], d["text"], d["layer"], d["tokens"], tuple(d["children"]))
-            for d in data["nodes"]
+    def from_json(cls, text: str | bytes, source: str = "tree cache") -> Tree:
+        """The tree :meth:`to_json` wrote; anything else is one :class:`BadInput` naming
+        ``source`` (the cache file) and the field."""
+        from chunkwise.io import JSONInputError, parse_json
+
+        try:
+            data = parse_json(text, allow_nan=True)  # to_json writes what the embedder gave
+        except JSONInputError as e:
+            raise BadInput(
+                f"{source}: not valid JSON ({e}); delete it to build the tree again"
+            ) from None
+        if not isinstance(data, dict) or data.get("format") != TREE_FORMAT:
+            got = data.get("format") if isinstance(data, dict) else None
+            raise BadInput(
+                f"{source}: tree cache format {got!r}, expected {TREE_FORMAT}; delete it to "
+                "build the tree again"
+            )
+        try:
+            return cls._checked(data)
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            what = e.args[0] if isinstance(e, KeyError) else e
+            raise BadInput(
+                f"{source}: not a tree this version wrote (bad or missing {what}); delete it to "
+                "build the tree again"
+            ) from None
+
+    @classmethod
+    def _checked(cls, data: dict[str, Any]) -> Tree:
+        def whole(v: Any, what: str) -> int:
+            if type(v) is not int:
+                raise TypeError(what)
+            return v
+
+        if not isinstance(data["nodes"], list):
+            raise TypeError("nodes")
+        nodes = []
+        for i, d in enumerate(data["nodes"]):
+            where = f"nodes[{i}]"
+            if not isinstance(d, dict) or not isinstance(d.get("text"), str):
+                raise TypeError(f"{where}.text")
+            if not isinstance(d.get("children", []), list):
+                raise TypeError(f"{where}.children")
+            children = tuple(whole(c, f"{where}.children") for c in d["children"])
+            nodes.append(
+                Node(
+                    whole(d["index"], f"{where}.index"),
+                    d["text"],
+                    whole(d["layer"], f"{where}.layer"),
+                    whole(d["tokens"], f"{where}.tokens"),
+                    children,
+                )
+            )
+        n = len(nodes)
+        if any(
+            node.index != i or not all(0 <= c < n for c in node.children)
+            for i, node in enumerate(nodes)
+        ):
+            raise ValueError("nodes[].index or nodes[].children (node numbers in order)")
+        if not isinstance(data["layers"], list) or not data["layers"]:
+            raise ValueError("layers")
+        layers = [
+            [whole(i, "layers") for i in layer]
+            for layer in data["layers"]
+            if isinstance(layer, list)
         ]
-        emb = np.asarray(data["embeddings"], dtype=np.float32).reshape(len(nodes), -1)
-        return cls(nodes, emb, [list(x) for x in data["layers"]], dict(data.get("build", {})))
+        if len(layers) != len(data["layers"]) or any(not 0 <= i < n for x in layers for i in x):
+            raise ValueError("layers")
+        try:
+            emb = np.asarray(data["embeddings"], dtype=np.float32)
+        except (TypeError, ValueError):
+            raise ValueError("embeddings") from None
+        if n == 0 and emb.size == 0:
+            emb = emb.reshape(0, 0)
+        if emb.ndim != 2 or len(emb) != n:
+            raise ValueError("embeddings")
+        build = data.get("build", {})
+        if not isinstance(build, dict):
+            raise TypeError("build")
+        return cls(nodes, emb, layers, dict(build))
