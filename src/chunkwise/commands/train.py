@@ -16,6 +16,14 @@ HELP = "fine-tune a model per a recipe YAML (resumes from the output folder's la
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from chunkwise.config.flags import options_help
+    from chunkwise.train.recipe import Recipe
+
+    # the recipe's keys, each settable as --key=value, listed from its declaration
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "recipe options (--key=value overrides the recipe):\n  " + "\n  ".join(
+        options_help(Recipe)
+    )
     parser.add_argument(
         "recipe", nargs="?", help="recipe YAML, e.g. recipes/tiny/pyramid_align-mapreduce.yaml"
     )
