@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import re
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -55,6 +56,36 @@ def option_types(target: Callable[..., Any]) -> dict[str, Any]:
         fallback = type(default) if default not in (inspect.Parameter.empty, None) else Any
         out[p.name] = hints.get(p.name, fallback)
     return out
+
+
+_DOC_ROW = re.compile(r"^(?P<names>\w+(?:, \w+)*)\s{2,}(?P<text>\S.*)$")
+
+
+@functools.cache
+def option_docs(cls: type) -> dict[str, str]:
+    """``{option: doc}`` from a strategy's docstring table (its bases' too): after a line
+    starting with "Options" or ending with ":", each line ``name    meaning`` (or ``a, b
+    meaning``) at the table's indentation, continued by deeper-indented lines."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        lines = inspect.cleandoc(klass.__dict__.get("__doc__") or "").splitlines()
+        current: list[str] = []
+        indent = None
+        for line in lines:
+            stripped = line.strip()
+            depth = len(line) - len(line.lstrip())
+            m = _DOC_ROW.match(stripped)
+            if m and (indent is None or depth == indent):
+                indent = depth
+                current = [n.strip() for n in m["names"].split(",")]
+                for n in current:
+                    docs[n] = m["text"].strip()
+            elif current and stripped and indent is not None and depth > indent:
+                for n in current:
+                    docs[n] += " " + stripped
+            else:
+                current = []
+    return docs
 
 
 def convert_option(owner: str, key: str, text: str, tp: Any) -> Any:
@@ -98,6 +129,7 @@ __all__ = [
     "convert_option",
     "convert_options",
     "describe",
+    "option_docs",
     "option_types",
     "parse_strategy_args",
 ]

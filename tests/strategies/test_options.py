@@ -133,3 +133,13 @@ def test_literal_list_and_unannotated_options():
         convert_option("x", "mode", "medium", Literal["fast", "slow"])
     with pytest.raises(BadInput, match=r"option ratio='half' .*expected a number or none"):
         convert_options("x", _Odd, {"ratio": "half"})
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_every_option_is_documented_once_in_its_strategy(name):
+    """The docstring's Options table documents exactly the constructor's options (#46)."""
+    from chunkwise.options import option_docs
+
+    docs = option_docs(STRATEGIES[name])
+    assert sorted(docs) == sorted(option_types(STRATEGIES[name]))
+    assert all(len(text) > 5 for text in docs.values()), docs

@@ -133,7 +133,12 @@ class Answer:
 class Strategy:
     """Base class: subclasses set ``name`` and implement :meth:`run`.
 
-    ``window`` caps the context the strategy may use (below the model's own window).
+    A strategy's options are its constructor's annotated parameters, each documented in the
+    class docstring's Options table (one line per option, its name then its meaning;
+    :func:`chunkwise.options.option_docs` reads it). Every strategy takes:
+
+    window              cap on the context window the strategy may use, below the model's own
+                        (tokens; none: the model's)
     """
 
     name: ClassVar[str] = ""

@@ -19,8 +19,12 @@ from chunkwise.text import chunk_budget, middle_truncate
 
 @register
 class Standard(Strategy):
-    """Options: ``prompts`` auto | chat | base; ``temperature``; ``max_new_tokens`` (0 = the
-    prompt set's per-task default)."""
+    """Options (``--strategy-args k=v``):
+
+    prompts             auto | chat | base  (auto: chat when the model has a chat template)
+    temperature         decoding temperature (0 = greedy)
+    max_new_tokens      cap on the answer's new tokens (0 = the prompt set's per-task default)
+    """
 
     name = "standard"
 

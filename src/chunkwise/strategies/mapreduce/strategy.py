@@ -46,7 +46,7 @@ class MapReduce(Strategy):
     confidence          auto | self | logprob | both | off (off: no score is asked for, shown
                         to collapse/reduce, or used by the floor or the reduce order)
     prompts             auto | chat | base  (auto: chat when the model has a chat template)
-    max_collapse_rounds bound on collapse rounds, then an error
+    max_collapse_rounds  bound on collapse rounds, then an error
     early_stop          stop a map call as soon as it says NO INFORMATION
     reduce_order        auto | document | confidence (order of records shown to reduce)
     temperature         decoding temperature for every stage (0 = greedy)
