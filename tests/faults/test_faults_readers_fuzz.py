@@ -30,6 +30,8 @@ Fuzzed here (none was before):
     _adapter_rank, llm.merged.adapter_config / needs_merge:
     chunkwise_model.json, adapter_config.json ................. test_model_folder_metadata
   llm.embedded._current: converted model marker ............... test_model_folder_metadata
+  llm.model_defaults.strategy_defaults (strategies.resolve):
+    a model folder's strategy.json, or its run's recipe.yaml .. test_model_strategy_defaults
   digests: the sha256 cache entries ............................ test_digest_cache_entry
   llm.default_mr.install: recipe.yaml of a training run ........ test_default_mr_install
   strategies.trees cache: tree JSON files ...................... test_tree_cache_file
@@ -409,6 +411,29 @@ def test_model_folder_metadata(root, model, adapter):
     marker = fresh(root, "converted")
     (marker / embedded._MARKER).write_bytes(adapter)
     assert embedded._current(marker) in (True, False)
+
+
+STRATEGY_JSON = {"mapreduce": {"chunk_tokens": 500, "grounding": True}, "standard": {}}
+TRAIN_RECIPE = {"data": {"mode": "mapreduce", "window": 4096, "mapreduce": {"chunk_tokens": 500}}}
+
+
+@FUZZ
+@given(
+    strategy=st.one_of(st.none(), json_bytes(STRATEGY_JSON)),
+    recipe=yaml_bytes(TRAIN_RECIPE),
+    name=st.sampled_from(["mapreduce", "standard"]),
+)
+def test_model_strategy_defaults(root, strategy, recipe, name):
+    from chunkwise.strategies.resolve import resolve_options
+
+    folder = fresh(root, "model")
+    (folder / "train_info.json").write_text("{}")
+    (folder / "recipe.yaml").write_bytes(recipe)
+    names = [folder / "recipe.yaml"]
+    if strategy is not None:
+        (folder / "strategy.json").write_bytes(strategy)
+        names = [folder / "strategy.json"]
+    refused_or_done(lambda: resolve_options(name, f"hf:{folder}", {}).build(), *names)
 
 
 @FUZZ

@@ -16,13 +16,13 @@ user's explicit options over them. Any other model carries none.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chunkwise.config import load_yaml
 from chunkwise.errors import BadInput
+from chunkwise.io import parse_json
 from chunkwise.llm.spec import parse_spec
 
 #: the file beside a model that holds its strategy options
@@ -60,9 +60,9 @@ def recipe_strategy_options(recipe: Any, source: object) -> dict[str, dict[str, 
 
 def read_strategy_file(path: Path) -> dict[str, dict[str, Any]]:
     """A ``strategy.json``: strategy name -> options (a mapping of mappings)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    try:  # parse_json: deep nesting is a ValueError too, never a RecursionError
+        data = parse_json(path.read_bytes())
+    except (OSError, ValueError) as e:
         raise BadInput(f"{path}: cannot be read as JSON ({e})") from None
     if not isinstance(data, dict) or not all(
         isinstance(k, str) and isinstance(v, dict) for k, v in data.items()
