@@ -75,5 +75,7 @@ def test_embedded_model_greedy_outputs_unchanged(embedded_llm):
 def test_a_bad_option_value_names_the_spec(tiny_llama):
     from chunkwise.errors import BadInput
 
-    with pytest.raises(BadInput, match="fast_head='maybe' is not a boolean"):
+    with pytest.raises(BadInput, match="fast_head='maybe' is not valid; expected true or false"):
         load_llm(f"hf:{tiny_llama}?fast_head=maybe")
+    with pytest.raises(BadInput, match=r"unknown option\(s\) fast_haed \(did you mean 'fast_head'"):
+        load_llm(f"hf:{tiny_llama}?fast_haed=0")

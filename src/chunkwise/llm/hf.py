@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput, MissingDependency
+from chunkwise.llm.backend_options import HfOptions
 from chunkwise.llm.base import (
     LLM,
     Completion,
@@ -29,7 +30,7 @@ from chunkwise.llm.base import (
     template_kwargs,
 )
 from chunkwise.llm.output_head import fast_output_head
-from chunkwise.llm.spec import ModelSpec, file_options, parse_spec
+from chunkwise.llm.spec import ModelSpec, file_options, parse_spec, spec_options
 from chunkwise.llm.turns import end_of_turn_ids
 from chunkwise.text.tokens import HFTokenCounter
 
@@ -330,9 +331,6 @@ def _custom_code_error(path: str, e: ValueError) -> BadInput | None:
 
 
 def load(spec: ModelSpec) -> LLM:
-    torch = _torch()
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     target, adapter, options = spec.target, spec.adapter, dict(spec.options)
     folder = Path(target).expanduser()
     if adapter is None and folder.is_dir() and (folder / "adapter_config.json").exists():
@@ -340,22 +338,22 @@ def load(spec: ModelSpec) -> LLM:
         target, adapter = base.target, str(folder)
         # the user's own options win; the file's may never enable code (FILE_OPTIONS)
         options = {**file_options(base.options, source, _safe_from_file), **options}
+    o = spec_options(spec, HfOptions, options)  # (a bad value fails before the model loads)
     path, is_default = _resolve(target)
     if not is_default and not Path(path).expanduser().exists() and "/" not in path:
         raise BadInput(f"model {path!r} is neither a local folder nor a hub id (org/name)")
-    trust = ModelSpec(spec.backend, target, options, raw=spec.raw).bool_opt(
-        "trust_remote_code", False
-    )
-    ms = ModelSpec(spec.backend, target, options, adapter, spec.raw)
+    torch = _torch()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    trust = o.trust_remote_code
     cuda = torch.cuda.is_available()
-    device = ms.opt("device", "cuda" if cuda else "cpu")
-    dtype_name = ms.opt("dtype", "bfloat16" if device.startswith("cuda") else "float32")
+    device = o.device or ("cuda" if cuda else "cpu")
+    dtype_name = o.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
     try:
         dtype = getattr(torch, dtype_name)
     except AttributeError:
         raise BadInput(f"model spec {spec.raw!r}: unknown dtype {dtype_name!r}") from None
-    fast_head = ms.bool_opt("fast_head", True)  # (a bad value fails before the model loads)
-    attn = ms.opt("attn")
+    attn = o.attn
     if attn is None:
         attn = "sdpa"
         if device.startswith("cuda"):
@@ -393,11 +391,11 @@ def load(spec: ModelSpec) -> LLM:
         if not (Path(adapter) / "adapter_config.json").exists():
             raise BadInput(f"adapter folder {adapter!r} has no adapter_config.json")
         model = PeftModel.from_pretrained(model, adapter)
-        if ms.bool_opt("merge", True):
+        if o.merge:
             # decoding never trains: fold B@A into the base weights (no per-layer LoRA matmuls)
             model = model.merge_and_unload()
     model.to(device).eval()
-    if fast_head:
+    if o.fast_head:
         fast_output_head(model)
     log.debug(
         "loaded %s in %.1f s on %s (%s, %s)",
@@ -408,9 +406,8 @@ def load(spec: ModelSpec) -> LLM:
         attn,
     )
     cfg = getattr(model.config, "text_config", model.config)
-    window = ms.int_opt("ctx") or int(getattr(cfg, "max_position_embeddings", 0) or 2048)
-    chat_opt = (ms.opt("chat", "auto") or "auto").lower()
-    if chat_opt == "auto":
+    window = o.ctx or int(getattr(cfg, "max_position_embeddings", 0) or 2048)
+    if o.chat == "auto":
         # The embedded base is a base model, but an adapter trained on it with a chat template
         # saves that template with its tokenizer: the adapter is served as it was trained.
         own_tokenizer = tok_src != path
@@ -418,13 +415,14 @@ def load(spec: ModelSpec) -> LLM:
             own_tokenizer or not is_default
         )
     else:
-        chat = ms.bool_opt("chat", False) or False
+        chat = o.chat
+    prefill_chunk = o.prefill_chunk if o.prefill_chunk is not None else (0 if cuda else 2048)
     return HFLLM(
         model,
         tokenizer,
         window=window,
         chat=chat,
-        batch_size=ms.int_opt("batch_size", 8) or 8,
-        max_batch_tokens=ms.int_opt("max_batch_tokens", 32768) or 32768,
-        prefill_chunk=ms.int_opt("prefill_chunk", 2048 if not cuda else 0) or 0,
+        batch_size=o.batch_size,
+        max_batch_tokens=o.max_batch_tokens,
+        prefill_chunk=prefill_chunk,
     )
