@@ -52,9 +52,8 @@ infinitebench and ruler prompt files, the demo recipe templates), llm.default_mr
 (the packaged strategy.json), the tokenizer_config.json llm.default_mr.model_dir copies from
 the converted model it made, parse_override (a command-line value, not a file).
 
-Not fuzzed yet (synth/build.py is being reworked by another change): a synth run's work files,
-read back by build._ledger_entries/_records_of (work ledger) and _merge_all/_merge_stats
-(stats/part-*.json): a hand-edited line or part file there is a KeyError/TypeError traceback.
+  synth.outputs.export: a run's work ledger (work/docs-part-*.jsonl) test_synth_work_ledger
+  synth.outputs._merged_stats: shards' stats/part-*.json ....... test_synth_shard_stats
 """
 
 from __future__ import annotations
@@ -667,3 +666,67 @@ def test_demo_eval_results(root, raw):
     cells = refused_or_done(lambda: result_cells(path), path)
     for cell in (cells or {}).values():
         float(cell["score"])
+
+
+LEDGER_ENTRY = {
+    "source_id": "d0",
+    "document": "A short document about the moon.",
+    "status": "done",
+    "records": [{"id": "d0-q0", "question": "What is it about?", "answer": "The moon."}],
+    "pyramid": {"levels": [["A short document about the moon."]]},
+    "stats": {"leaves": 1, "levels": 1, "summary_calls": 0, "questions": {"generated": 1}},
+}
+
+
+@FUZZ
+@given(raw=jsonl_bytes([LEDGER_ENTRY, {**LEDGER_ENTRY, "source_id": "d1"}]))
+def test_synth_work_ledger(root, raw):
+    """A hand-edited line of a synth run's work ledger, read back when the shard's files are
+    exported (records, pyramids, stats)."""
+    from chunkwise.synth.config import SynthConfig
+    from chunkwise.synth.outputs import export
+
+    out = fresh(root, "synth-out")
+    ledger = out / "work" / "docs-part-00000-of-00001.jsonl"
+    ledger.parent.mkdir(parents=True)
+    ledger.write_bytes(raw)
+    cfg = SynthConfig(docs="docs.jsonl", out=str(out))
+    refused_or_done(lambda: export(cfg), ledger)
+
+
+@FUZZ
+@given(
+    raw=json_bytes(
+        {
+            "documents": {"total": 1, "with_examples": 1, "pyramids_built": 1},
+            "chunks_per_document": {
+                "pyramid_leaves": {"mean": 1.0, "min": 1, "max": 1, "total": 1},
+                "mapreduce_chunks": {"mean": 2.0, "min": 2, "max": 2, "total": 2},
+            },
+            "llm": {"by_stage": {"summary": {"calls": 1}}},
+            "seconds": {"wall": 1.5},
+        }
+    )
+)
+def test_synth_shard_stats(root, raw):
+    """A damaged ``stats/part-*.json`` of one shard, read when the last shard merges them."""
+    from chunkwise.synth.outputs import _merged_stats
+
+    folder = fresh(root, "stats")
+    good = folder / "part-00000-of-00002.json"
+    good.write_text(
+        json.dumps(
+            {
+                "documents": {"total": 1, "with_examples": 1, "pyramids_built": 1},
+                "chunks_per_document": {
+                    "pyramid_leaves": {"mean": 1.0, "min": 1, "max": 1, "total": 1},
+                    "mapreduce_chunks": {"mean": 2.0, "min": 2, "max": 2, "total": 2},
+                },
+                "llm": {"by_stage": {"summary": {"calls": 1}}},
+                "seconds": {"wall": 1.5},
+            }
+        )
+    )
+    bad = folder / "part-00001-of-00002.json"
+    bad.write_bytes(raw)
+    refused_or_done(lambda: _merged_stats([good, bad]), folder)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput
-from chunkwise.io import atomic_write_json, read_jsonl
+from chunkwise.io import atomic_write_json, read_json, read_jsonl
 from chunkwise.synth.config import SynthConfig
 from chunkwise.synth.records import features
 from chunkwise.synth.shard_stats import merge_stats, shard_stats
@@ -31,10 +31,32 @@ def _part_name(index: int, num_shards: int) -> str:
 
 
 def _ledger_entries(path: Path) -> Iterator[dict[str, Any]]:
+    """The finished documents of a work ledger, each checked for what the exports read (a
+    hand-edited line is one error naming it, not a traceback)."""
     if not path.exists():
         return
-    for _, entry in read_jsonl(path, skip_bad_lines=True):
+    for line, entry in read_jsonl(path, skip_bad_lines=True):
+        _check_entry(entry, f"{path}:{line}")
         yield entry
+
+
+def _check_entry(entry: dict[str, Any], where: str) -> None:
+    records = entry.get("records")
+    problem = None
+    if not isinstance(entry.get("document"), str):
+        problem = "'document' is not text"
+    elif records is not None and not (
+        isinstance(records, list) and all(isinstance(r, dict) for r in records)
+    ):
+        problem = "'records' is not a list of objects"
+    elif entry.get("pyramid") is not None and (
+        not isinstance(entry["pyramid"], dict) or "source_id" not in entry
+    ):
+        problem = "'pyramid' is not an object with its 'source_id'"
+    if problem:
+        raise BadInput(
+            f"{where}: work ledger entry {problem}; delete that line and rerun to redo the document"
+        )
 
 
 def _records_of(entry: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -74,7 +96,13 @@ def export(cfg: SynthConfig) -> dict[str, Any]:
             if e.get("pyramid")
         ),
     )
-    stats = shard_stats(_ledger_entries(ledger), runs)
+    try:
+        stats = shard_stats(_ledger_entries(ledger), runs)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BadInput(
+            f"{ledger}: a work ledger entry's stats cannot be read ({type(e).__name__}: {e}); "
+            "delete the damaged line and rerun to redo that document"
+        ) from None
     stats["config"] = {**cfg.content(), "docs": cfg.docs, "shard_index": cfg.shard_index}
     atomic_write_json(out / "stats" / f"{part}.json", stats)
     _merge_all(cfg, out)
@@ -97,8 +125,7 @@ def _merge_all(cfg: SynthConfig, out: Path) -> None:
         return
     with open(out / "work" / ".merge.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        parts = [json.loads((out / "stats" / f"{n}.json").read_text()) for n in names]
-        stats = merge_stats(parts)
+        stats = _merged_stats([out / "stats" / f"{n}.json" for n in names])
         stats["config"] = {**cfg.content(), "docs": cfg.docs}
         stats["files"] = {
             "data": [f"data/{n}.jsonl" for n in names],
@@ -109,6 +136,26 @@ def _merge_all(cfg: SynthConfig, out: Path) -> None:
         atomic_write_json(out / "stats.json", stats)
         if cfg.push_to_hub:
             _push(out, cfg.push_to_hub)
+
+
+def _merged_stats(files: list[Path]) -> dict[str, Any]:
+    """The shards' stats files added together; a damaged one is an error naming it (delete it
+    and rerun that shard to write it again)."""
+    parts = []
+    for f in files:
+        part = read_json(f, "shard stats file")
+        if not isinstance(part, dict):
+            raise BadInput(
+                f"{f}: a shard stats file holds an object; delete it and rerun the shard"
+            )
+        parts.append(part)
+    try:
+        return merge_stats(parts)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BadInput(
+            f"shard stats files {', '.join(f.name for f in files)} in {files[0].parent} do not "
+            f"add up ({type(e).__name__}: {e}); delete the damaged one and rerun its shard"
+        ) from None
 
 
 def load_dataset(out: str | Path) -> Any:
