@@ -14,7 +14,7 @@ from chunkwise.config import dump_yaml
 from chunkwise.errors import BadInput
 from chunkwise.eval.runner import EvalConfig, run_eval
 from chunkwise.llm import scripted
-from chunkwise.llm.model_defaults import strategy_defaults
+from chunkwise.llm.loading import strategy_defaults
 from chunkwise.strategies import resolve_options
 
 CARRIED = {"chunk_tokens": 300, "grounding": True, "prompts": "base", "window": 2048}

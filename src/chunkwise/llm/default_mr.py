@@ -22,6 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput
+from chunkwise.llm.model_defaults import (
+    RECIPE_FILE,
+    STRATEGY_FILE,
+    read_recipe,
+    read_strategy_file,
+    recipe_strategy_options,
+)
 from chunkwise.llm.spec import ModelSpec
 
 NAME = "default-mr"
@@ -31,8 +38,6 @@ PACKAGED: dict[str, tuple[str, str, str]] = {
     "default-coa": ("default_coa", "CHUNKWISE_DEFAULT_COA", "default-coa"),
 }
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
-#: written beside the adapter by `make default-mr`: the mapreduce options it was trained with
-STRATEGY_FILE = "strategy.json"
 TEMPLATE = "mapreduce/gemma_chat.jinja"
 #: decoding-only mapreduce options written into strategy.json beside the trained ones: the
 #: oracle teaches the MapReduce adapter to quote its evidence, so a retrieval finding whose
@@ -76,8 +81,7 @@ def strategy_args(name: str = NAME) -> dict[str, Any]:
     path = package_dir(name) / STRATEGY_FILE
     if not path.is_file():
         raise _missing(name)
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return dict(data.get("mapreduce", {}))
+    return dict(read_strategy_file(path).get("mapreduce", {}))
 
 
 def model_dir(name: str = NAME) -> Path:
@@ -195,28 +199,14 @@ def install(train_dir: Path, dest: Path | None = None, name: str = NAME) -> Path
     """Copy a finished training run's adapter into the package data (``make default-mr``,
     ``make default-coa``), with the mapreduce options of its recipe (decoding must use the
     same ones)."""
-    from chunkwise.config import load_yaml
-
     dest = dest or package_dir(name)
     missing = [f for f in ADAPTER_FILES if not (train_dir / f).is_file()]
     if missing:
         raise BadInput(f"{train_dir} is not a finished LoRA run: no {', '.join(missing)}")
-    recipe_path = train_dir / "recipe.yaml"
-    try:
-        text = recipe_path.read_text(encoding="utf-8") if recipe_path.exists() else ""
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"{recipe_path}: cannot be read ({e})") from None
-    recipe = load_yaml(text, recipe_path) or {}
-    data = recipe.get("data") if isinstance(recipe, dict) else None
-    data = {} if data is None else data
-    mapreduce = data.get("mapreduce") if isinstance(data, dict) else None
-    window = data.get("window", 4096) if isinstance(data, dict) else None
-    if not isinstance(mapreduce, (dict, type(None))) or type(window) is not int:
-        raise BadInput(
-            f"{recipe_path}: not a training recipe (data.mapreduce must be a mapping and "
-            "data.window a whole number)"
-        )
-    mr = {**(DECODING if name == NAME else {}), **(mapreduce or {}), "window": window}
+    recipe_path = train_dir / RECIPE_FILE
+    recipe = (read_recipe(recipe_path) if recipe_path.exists() else None) or {}
+    trained = recipe_strategy_options(recipe, recipe_path)["mapreduce"]
+    mr = {**(DECODING if name == NAME else {}), **trained}
     dest.mkdir(parents=True, exist_ok=True)
     for f in ADAPTER_FILES:
         if f.endswith(".safetensors"):

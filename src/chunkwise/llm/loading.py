@@ -12,8 +12,10 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
+from chunkwise.errors import BadInput
 from chunkwise.llm import default_mr
 from chunkwise.llm.base import LLM
+from chunkwise.llm.model_defaults import ModelDefaults, folder_defaults
 from chunkwise.llm.spec import BACKENDS, ModelSpec, parse_spec
 
 #: backends that can load a packaged adapter by its alias
@@ -53,4 +55,20 @@ def model_identity(spec: str) -> str:
     return spec
 
 
-__all__ = ["is_alias", "load_llm", "model_identity", "resolve_alias"]
+def strategy_defaults(model: str) -> ModelDefaults | None:
+    """The strategy options model spec ``model`` carries in its folder (a packaged adapter's,
+    or a local model or training run's: :mod:`chunkwise.llm.model_defaults`), or None."""
+    try:
+        ms = parse_spec(model)
+    except BadInput:
+        return None  # loading the model will say what is wrong with it
+    if is_alias(ms):
+        folder = default_mr.package_dir(ms.target)
+    elif ms.backend in ALIAS_BACKENDS:
+        folder = Path(ms.adapter or ms.target).expanduser()
+    else:
+        return None
+    return folder_defaults(folder) if folder.is_dir() else None
+
+
+__all__ = ["is_alias", "load_llm", "model_identity", "resolve_alias", "strategy_defaults"]

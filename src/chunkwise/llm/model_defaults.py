@@ -10,8 +10,9 @@ beside its weights (``{"mapreduce": {"chunk_tokens": 500, "grounding": true, ...
   (``data.mode: mapreduce``) carries its ``data.mapreduce`` options and ``data.window``, what
   those records were rendered with.
 
-:func:`strategy_defaults` reads them; :func:`chunkwise.strategies.resolve_options` puts the
-user's explicit options over them. Any other model carries none.
+:func:`folder_defaults` reads a folder's; :func:`chunkwise.llm.loading.strategy_defaults`
+finds the folder a spec loads; :func:`chunkwise.strategies.resolve_options` puts the user's
+explicit options over them. Any other model carries none.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import Any
 from chunkwise.config import load_yaml
 from chunkwise.errors import BadInput
 from chunkwise.io import parse_json
-from chunkwise.llm.spec import parse_spec
 
 #: the file beside a model that holds its strategy options
 STRATEGY_FILE = "strategy.json"
@@ -74,40 +74,25 @@ def read_strategy_file(path: Path) -> dict[str, dict[str, Any]]:
     return {k: dict(v) for k, v in data.items()}
 
 
-def _model_folder(model: str) -> Path | None:
-    """The folder a spec loads its weights or adapter from, where it has one."""
-    from chunkwise.llm.loading import is_alias
-
+def read_recipe(path: Path) -> Any:
+    """A training run's ``recipe.yaml`` as plain data (None when it is empty)."""
     try:
-        ms = parse_spec(model)
-    except BadInput:
-        return None
-    if is_alias(ms):
-        from chunkwise.llm.default_mr import package_dir
-
-        return package_dir(ms.target)
-    if ms.backend not in ("hf", "vllm"):
-        return None
-    folder = Path(ms.adapter or ms.target).expanduser()
-    return folder if folder.is_dir() else None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"{path}: cannot be read ({e})") from None
+    return load_yaml(text, path)
 
 
-def strategy_defaults(model: str) -> ModelDefaults | None:
-    """The strategy options model spec ``model`` carries, or None."""
-    folder = _model_folder(model)
-    if folder is None:
-        return None
+def folder_defaults(folder: Path) -> ModelDefaults | None:
+    """The strategy options a model folder carries: its ``strategy.json``, else (a finished
+    training run on MapReduce records) its ``recipe.yaml``'s; None when it carries none."""
     path = folder / STRATEGY_FILE
     if path.is_file():
         return ModelDefaults(str(path), read_strategy_file(path))
     recipe = folder / RECIPE_FILE
     if not (recipe.is_file() and (folder / TRAIN_INFO_FILE).is_file()):
         return None
-    try:
-        text = recipe.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"{recipe}: cannot be read ({e})") from None
-    data = load_yaml(text, recipe)
+    data = read_recipe(recipe)
     section = data.get("data") if isinstance(data, dict) else None
     if not isinstance(section, dict) or section.get("mode") != "mapreduce":
         return None  # trained on standard prompts: no MapReduce options to carry
@@ -118,7 +103,8 @@ __all__ = [
     "RECIPE_FILE",
     "STRATEGY_FILE",
     "ModelDefaults",
+    "folder_defaults",
+    "read_recipe",
     "read_strategy_file",
     "recipe_strategy_options",
-    "strategy_defaults",
 ]

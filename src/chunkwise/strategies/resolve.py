@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chunkwise.config import config_to_dict
-from chunkwise.llm.model_defaults import strategy_defaults
+from chunkwise.llm.loading import strategy_defaults
 from chunkwise.options import convert_options
 from chunkwise.strategies.base import Strategy, strategy_class
 
