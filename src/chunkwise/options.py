@@ -110,7 +110,8 @@ def build_options(owner: str, cls: type[T], options: Mapping[str, Any]) -> T:
     try:
         return cls(**convert_options(owner, cls, options))
     except InvalidOption as e:  # the dataclass's own check of a value's meaning
-        raise bad_value(owner, e.key, e.value, expected=e.expected) from None
+        given = options.get(e.key, e.value)  # shown as the user wrote it
+        raise bad_value(owner, e.key, given, expected=e.expected) from None
 
 
 def parse_strategy_args(text: str | None, where: str = "--strategy-args") -> dict[str, str]:

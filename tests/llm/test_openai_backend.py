@@ -484,10 +484,12 @@ def test_spec_parsing():
             split_target(bad)
     with pytest.raises(BadInput, match="unknown option"):
         load_llm("openai:m@http://127.0.0.1:1/v1?concurrncy=3")
-    with pytest.raises(BadInput, match="api must be one of"):
+    with pytest.raises(BadInput, match="api='responses' is not valid; expected one of compl"):
         load_llm("openai:m@http://127.0.0.1:1/v1?api=responses")
-    with pytest.raises(BadInput, match="not an integer"):
+    with pytest.raises(BadInput, match="retries='many' is not valid; expected a whole number"):
         load_llm("openai:m@http://127.0.0.1:1/v1?retries=many")
+    with pytest.raises(BadInput, match="timeout='-1' is not valid; expected a finite number > 0"):
+        load_llm("openai:m@http://127.0.0.1:1/v1?timeout=-1")
     llm = load_llm("openai:m@http://127.0.0.1:1/v1?retries=0&concurrency=2&timeout=1.5")
     assert (llm.max_attempts, llm.concurrency, llm.timeout, llm.chat) == (1, 2, 1.5, False)
 

@@ -125,9 +125,10 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str, src: _Source) -> T:
     try:
         return cls(**kwargs)
     except InvalidOption as e:
-        key = f"{prefix}{e.key}"
-        where = data[e.key].where if isinstance(data.get(e.key), Override) else src.where(key)
-        raise bad_value(where, key, e.value, expected=e.expected) from None
+        key, given = f"{prefix}{e.key}", data.get(e.key, e.value)
+        where = given.where if isinstance(given, Override) else src.where(key)
+        shown = given.value if isinstance(given, Override) else given  # as the user wrote it
+        raise bad_value(where, key, shown, expected=e.expected) from None
     except (TypeError, ValueError) as e:
         section = prefix.rstrip(".") or cls.__name__
         raise BadInput(f"{src.where(prefix.rstrip('.'))}: invalid {section}: {e}") from None

@@ -5,24 +5,9 @@ Spec form (options after ``?``, joined by ``&``)::
     openai:MODEL@http://127.0.0.1:8000/v1?api=completions&concurrency=8&tokenizer=hf:default
     openai:gpt-4o-mini?api=chat                  (no ``@URL``: https://api.openai.com/v1)
 
-=================  ==================================================================================
- option             meaning (default)
-=================  ==================================================================================
- ``api``            ``completions`` (default; plain prompts, what base models need) or ``chat``.
-                    Chat-message prompts always go to ``/chat/completions``.
- ``concurrency``    requests in flight at once per backend (8)
- ``timeout``        seconds one attempt may take, connect to last byte (300)
- ``retries``        retries after the first attempt, so ``retries + 1`` attempts at most (4)
- ``retry_seconds``  how long a request waits for a server that answered before and now refuses
-                    connections (killed, restarting), from its first refusal; attempts in that
-                    time are not charged to ``retries``. 0: refusals count as retries (120)
- ``backoff``        base delay in seconds of the exponential back-off, jittered (0.5)
- ``backoff_max``    longest single back-off delay in seconds, also caps ``Retry-After`` (30)
- ``ctx``            context window the caller may assume (8192)
- ``tokenizer``      a model spec whose tokenizer counts tokens (e.g. ``hf:default``); loaded on
-                    first use. Without it counting is a conservative word-piece estimate (x1.3).
- ``key_env``        environment variable holding the API key (``OPENAI_API_KEY``)
-=================  ==================================================================================
+Its options (``api``, ``concurrency``, ``timeout``, ``retries``, ``retry_seconds``, ``backoff``,
+``backoff_max``, ``ctx``, ``tokenizer``, ``key_env``) are declared, with their defaults and
+meaning, in :class:`chunkwise.llm.backend_options.OpenAIOptions`.
 
 Retried: connection errors, timeouts, HTTP 408, 429 and 5xx, and 2xx bodies that are not the
 expected JSON. Other 4xx answers fail at once. A request that runs out of attempts raises
@@ -59,8 +44,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chunkwise.errors import BadInput, LLMRequestError, MissingDependency
+from chunkwise.llm.backend_options import OpenAIOptions
 from chunkwise.llm.base import LLM, Completion, FinishReason, Prompt, Request, apply_stop
-from chunkwise.llm.spec import ModelSpec, parse_spec
+from chunkwise.llm.spec import ModelSpec, parse_spec, spec_options
 
 log = logging.getLogger(__name__)
 
@@ -587,49 +573,10 @@ def split_target(target: str, raw: str = "") -> tuple[str, str]:
     return model, url.rstrip("/")
 
 
-def _int_opt(spec: ModelSpec, key: str, default: int) -> int:
-    v = spec.int_opt(key)
-    return default if v is None else v
-
-
-def _float_opt(spec: ModelSpec, key: str, default: float) -> float:
-    v = spec.opt(key)
-    if v is None:
-        return default
-    try:
-        value = float(v)
-    except ValueError:
-        raise BadInput(f"model spec {spec.raw!r}: option {key}={v!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise BadInput(f"model spec {spec.raw!r}: option {key}={v!r} must be a finite number >= 0")
-    return value
-
-
-KNOWN_OPTIONS = frozenset(
-    {
-        "api",
-        "concurrency",
-        "timeout",
-        "retries",
-        "retry_seconds",
-        "backoff",
-        "backoff_max",
-        "ctx",
-        "tokenizer",
-        "key_env",
-    }
-)
-
-
 def load(spec: ModelSpec) -> LLM:
-    unknown = sorted(set(spec.options) - KNOWN_OPTIONS)
-    if unknown:
-        raise BadInput(
-            f"model spec {spec.raw!r}: unknown option(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(KNOWN_OPTIONS))}"
-        )
+    o = spec_options(spec, OpenAIOptions)
     model, url = split_target(spec.target, spec.raw)
-    key_env = spec.opt("key_env")
+    key_env = o.key_env
     if key_env is not None:
         api_key = os.environ.get(key_env)
         if not api_key:
@@ -643,14 +590,14 @@ def load(spec: ModelSpec) -> LLM:
     return OpenAICompatLLM(
         model,
         url,
-        api=(spec.opt("api", "completions") or "completions").lower(),
-        concurrency=_int_opt(spec, "concurrency", 8),
-        timeout=_float_opt(spec, "timeout", 300.0),
-        retries=_int_opt(spec, "retries", 4),
-        retry_seconds=_float_opt(spec, "retry_seconds", 120.0),
-        backoff=_float_opt(spec, "backoff", 0.5),
-        backoff_max=_float_opt(spec, "backoff_max", 30.0),
-        ctx=_int_opt(spec, "ctx", 8192),
+        api=o.api,
+        concurrency=o.concurrency,
+        timeout=o.timeout,
+        retries=o.retries,
+        retry_seconds=o.retry_seconds,
+        backoff=o.backoff,
+        backoff_max=o.backoff_max,
+        ctx=o.ctx,
         api_key=api_key,
-        tokenizer=spec.opt("tokenizer") or None,
+        tokenizer=o.tokenizer or None,
     )
