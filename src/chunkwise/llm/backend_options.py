@@ -40,11 +40,12 @@ class HfOptions:
     attn: str | None = None
     #: fold a LoRA adapter into the weights for decoding
     merge: bool = True
-    #: compute the CPU output head as one matrix product per batch (same outputs, faster)
+    #: on CPU in fp32, run the output head as (W @ x.T).T (same outputs, faster batched
+    #: decoding); false uses torch's linear
     fast_head: bool = True
-    #: prompts decoded together
+    #: prompts decoded together in one generate call
     batch_size: int = 8
-    #: cap on the padded tokens of one batch
+    #: cap on the padded tokens of one batch of a generate call
     max_batch_tokens: int = 32768
     #: prefill long prompts in pieces of this many tokens, 0: at once (none: 2048 on CPU, 0 on
     #: CUDA)
@@ -69,23 +70,27 @@ class VllmOptions:
     max_model_len: int | None = None
     #: the same as max_model_len
     ctx: int | None = None
-    #: share of GPU memory the engine may take
+    #: share of GPU memory the engine may take (gpu_memory_utilization; GPUs only)
     gpu_mem: float = 0.9
-    #: dtype (none: auto on CUDA, the CPU's best on CPU)
+    #: dtype (none: auto on GPUs; on CPU bfloat16 where the CPU has AMX or AVX512-BF16, else
+    #: float32)
     dtype: str | None = None
     #: run Python code shipped with the model (only from your own spec, never a model folder's)
     trust_remote_code: bool = False
-    #: chat prompts (none: when the tokenizer has a chat template)
+    #: chat prompts (none: when the tokenizer has a chat template; off for vllm:default)
     chat: bool | None = None
     #: the engine's seed
     seed: int | None = None
-    #: no CUDA graphs (none: on CPU only)
+    #: enforce_eager: no CUDA graphs, a faster start and a slower decode (none: on CPU only)
     eager: bool | None = None
     #: the largest LoRA rank the engine makes room for (none: the adapter's, rounded up)
     lora_rank: int | None = None
-    #: CPU cores kept off vLLM's compute threads (none: vLLM's default; 0 on small machines)
+    #: CPU cores kept off the compute threads for vLLM's scheduler (none: 0 on machines of at
+    #: most 4 cores, else vLLM's own, one per rank; VLLM_CPU_NUM_OF_RESERVED_CPU, when set,
+    #: wins)
     reserved_cpus: int | None = None
-    #: run the engine in this process (none: on CPU with tp=1 when no other engine runs here)
+    #: the engine core and its worker run in this process (none: on for one CPU rank when no
+    #: other engine runs here); false keeps vLLM's own worker processes
     inproc: bool | None = None
 
     def __post_init__(self) -> None:
