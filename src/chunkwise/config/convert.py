@@ -48,10 +48,11 @@ def bad_value(where: str, key: str, value: Any, tp: Any = None, expected: str = 
     )
 
 
-class InvalidOption(ValueError):
+class InvalidOption(BadInput, ValueError):
     """An options class's own check of a value's meaning failed (raise it from
     ``__post_init__``: ``InvalidOption("tp", 0, "a whole number >= 1")``); the builder reports
-    it in the one format, naming where the value came from."""
+    it in the one format, naming where the value came from. Raised outside a builder (a config
+    made in Python) it is itself a one-line :class:`BadInput`."""
 
     def __init__(self, key: str, value: Any, expected: str):
         super().__init__(f"option {key}={value!r} is not valid; expected {expected}")
@@ -112,6 +113,8 @@ def describe(tp: Any) -> str:
         return simple[tp]
     if is_union(tp):
         args = typing.get_args(tp)
+        if int in args and float in args:  # ``int | float``: a number is what it takes
+            args = tuple(a for a in args if a is not int)
         inner = " or ".join(describe(a) for a in args if a is not type(None))
         return f"{inner} or none" if type(None) in args else inner
     origin = typing.get_origin(tp)

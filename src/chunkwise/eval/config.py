@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from chunkwise.config.convert import InvalidOption
 from chunkwise.errors import BadInput
 
 PROMPT_KINDS = ("auto", "chat", "base")
@@ -99,6 +100,16 @@ class EvalConfig:
     #: log the metrics at this step (e.g. the training step of the checkpoint)
     wandb_step: int | None = None
 
+    def __post_init__(self) -> None:
+        # what each value must be, checked as the config is read (the error names the recipe
+        # line or the flag); resolved() checks again once window=N among the strategy options
+        # has joined context_window
+        _check_limit(self.limit)
+        _check_whole("context_window", self.context_window, 1, "tokens")
+        _check_whole("parallel", self.parallel, 1, "examples")
+        _check_whole("seed", self.seed, 0, "", high=MAX_SEED)
+        _check_whole("wandb_step", self.wandb_step, 0, "steps")
+
     def resolved(self) -> EvalConfig:
         """A checked copy: tasks split on commas, options as text, the Hub revision pinned."""
         tasks: list[str] = []
@@ -107,9 +118,9 @@ class EvalConfig:
         args = {str(k): _option_text(v) for k, v in (self.strategy_args or {}).items()}
         context_window = _window(self.context_window, args.pop("window", None), self.strategy)
         if self.prompts not in PROMPT_KINDS:
-            raise BadInput(f"prompts={self.prompts!r}; valid: {', '.join(PROMPT_KINDS)}")
+            raise InvalidOption("prompts", self.prompts, "one of " + ", ".join(PROMPT_KINDS))
         if self.truncation not in TRUNCATIONS:
-            raise BadInput(f"truncation={self.truncation!r}; valid: {', '.join(TRUNCATIONS)}")
+            raise InvalidOption("truncation", self.truncation, "one of " + ", ".join(TRUNCATIONS))
         if (self.prompt_source is None) != (self.prompt_family is None):
             raise BadInput(
                 "--prompt-source (InfiniteBench's src/prompt.py) and --prompt-family "
@@ -149,7 +160,7 @@ def _check_whole(key: str, value: Any, low: int, unit: str, *, high: int | None 
         return
     what = f"a whole number of {unit}" if unit else "a whole number"
     bound = f"from {low} to {high}" if high is not None else f"{low} or more"
-    raise BadInput(f"{key} must be {what} ({bound}), got {value!r}")
+    raise InvalidOption(key, value, f"{what} ({bound})")
 
 
 def _window(context_window: Any, text: str | None, strategy: str) -> Any:
@@ -171,27 +182,16 @@ def _window(context_window: Any, text: str | None, strategy: str) -> Any:
 def _check_limit(limit: int | float | None) -> int | float | None:
     if limit is None:
         return None
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit):
-        raise BadInput(f"limit must be a number, got {limit!r}")
-    if 0 < limit < 1:
+    ok = not isinstance(limit, bool) and isinstance(limit, (int, float)) and math.isfinite(limit)
+    if ok and 0 < limit < 1:
         return float(limit)
-    if limit < 1 or limit != int(limit):
-        raise BadInput(
-            f"limit must be a whole number of examples (at least 1) or a fraction between 0 "
-            f"and 1, got {limit}"
+    if not ok or limit < 1 or limit != int(limit):
+        raise InvalidOption(
+            "limit",
+            limit,
+            "a whole number of examples (at least 1) or a fraction between 0 and 1",
         )
     return int(limit)
-
-
-def parse_limit(text: str) -> int | float:
-    """``--limit`` from the command line: ``8`` or ``0.1``."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise BadInput(f"--limit {text!r}: expected a count (8) or a fraction (0.1)") from None
-    checked = _check_limit(value)
-    assert checked is not None
-    return checked
 
 
 def take(examples: list[Any], limit: int | float | None) -> list[Any]:
@@ -214,6 +214,5 @@ __all__ = [
     "RESUME_EXEMPT",
     "TRUNCATIONS",
     "EvalConfig",
-    "parse_limit",
     "take",
 ]
