@@ -96,7 +96,10 @@ def test_recipe_errors_name_the_key(monkeypatch):
         BadInput, match=r"data\.mapreduce: .*unexpected keyword argument 'nonsense'"
     ):
         load_recipe(tiny, ["--data.mapreduce={nonsense: 1}"])
-    with pytest.raises(BadInput, match="mapreduce option protocol='fancy'"):
+    with pytest.raises(
+        BadInput,
+        match="strategy 'mapreduce': option protocol='fancy' is not valid; expected one of",
+    ):
         load_recipe(tiny, ["--data.mapreduce={protocol: fancy}"])
     with pytest.raises(BadInput, match="data.mode=mapreduce needs Pyramid-Align"):
         load_recipe(tiny, ["--data.mode=mapreduce"])

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from chunkwise.config.convert import bad_value
 from chunkwise.errors import BadInput
 from chunkwise.llm import LLM, Completion, Request
 from chunkwise.options import convert_options, parse_strategy_args  # noqa: F401 (re-exported)
@@ -181,6 +182,28 @@ def register(cls: type[Strategy]) -> type[Strategy]:
         raise ValueError(f"{cls.__name__} has no name")
     STRATEGIES[cls.name] = cls
     return cls
+
+
+def check_option(
+    strategy: str,
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    choices: Sequence[Any] | None = None,
+    fraction: bool = False,
+) -> None:
+    """A strategy's own check of what an option's value means, in the one error format
+    (``strategy 'raptor': option top_k=-1 is not valid; expected a number >= 0``): ``value``
+    must be one of ``choices``, ``>= minimum``, or (``fraction``) in ``[0, 1)``."""
+    where = f"strategy {strategy!r}"
+    if choices is not None and value not in choices:
+        expected = "one of " + ", ".join(str(c) for c in choices)
+        raise bad_value(where, name, value, expected=expected)
+    if minimum is not None and value < minimum:
+        raise bad_value(where, name, value, expected=f"a number >= {minimum:g}")
+    if fraction and not 0.0 <= value < 1.0:
+        raise bad_value(where, name, value, expected="a number in [0, 1)")
 
 
 def strategy_class(name: str) -> type[Strategy]:

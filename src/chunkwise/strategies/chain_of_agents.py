@@ -52,7 +52,15 @@ from typing import Any
 from chunkwise.errors import BadInput
 from chunkwise.llm import LLM, GenerationParams, Request
 from chunkwise.prompts import load_text, prompt_set
-from chunkwise.strategies.base import Answer, Query, Stats, Strategy, TraceEvent, register
+from chunkwise.strategies.base import (
+    Answer,
+    Query,
+    Stats,
+    Strategy,
+    TraceEvent,
+    check_option,
+    register,
+)
 from chunkwise.strategies.ordering import ORDERINGS, SIMILARITIES, order_chunks
 from chunkwise.text import Chunk, chunk_budget, chunk_document
 
@@ -132,12 +140,9 @@ class ChainOfAgents(Strategy):
             ("similarity", similarity, SIMILARITIES),
             ("prompts", prompts, ("auto", "chat", "base", "mr")),
         ):
-            if value not in allowed:
-                raise BadInput(
-                    f"chain_of_agents option {opt}={value!r}; valid: {', '.join(allowed)}"
-                )
-        if memory_tokens < 0 or chunk_tokens < 0:
-            raise BadInput("chain_of_agents: memory_tokens and chunk_tokens must be >= 0")
+            check_option("chain_of_agents", opt, value, choices=allowed)
+        check_option("chain_of_agents", "memory_tokens", memory_tokens, minimum=0)
+        check_option("chain_of_agents", "chunk_tokens", chunk_tokens, minimum=0)
         self.memory_tokens = memory_tokens
         self.chunk_tokens = chunk_tokens
         self.ordering = ordering

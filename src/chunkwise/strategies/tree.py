@@ -7,6 +7,7 @@ Tree, TreeCache, collapsed_select, ...``.
 
 from __future__ import annotations
 
+from chunkwise.strategies.base import check_option
 from chunkwise.strategies.trees.answering import (
     answer_from_context,
     answer_params,
@@ -16,7 +17,7 @@ from chunkwise.strategies.trees.cache import LRU, TreeCache
 from chunkwise.strategies.trees.calls import CALL_KINDS, Prompts, TreeRun, load_prompts, timed
 from chunkwise.strategies.trees.leaves import document_key, leaf_tree, sentence_chunks, squash
 from chunkwise.strategies.trees.nodes import TREE_FORMAT, Node, Tree
-from chunkwise.strategies.trees.options import EmbeddingStrategy, check_option
+from chunkwise.strategies.trees.options import EmbeddingStrategy
 from chunkwise.strategies.trees.select import (
     CONTEXT_ORDERS,
     SEPARATOR_TOKENS,

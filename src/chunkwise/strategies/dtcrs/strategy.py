@@ -9,7 +9,7 @@ import time
 
 from chunkwise.llm import LLM
 from chunkwise.strategies import clustering
-from chunkwise.strategies.base import Answer, Query, Stats, TraceEvent, register
+from chunkwise.strategies.base import Answer, Query, Stats, TraceEvent, check_option, register
 from chunkwise.strategies.dtcrs.excerpts import TOC_INPUTS, head_excerpt, spread_excerpt
 from chunkwise.strategies.dtcrs.first_layer import first_layer
 from chunkwise.strategies.dtcrs.presets import PRESETS, RECLUSTER
@@ -21,7 +21,7 @@ from chunkwise.strategies.trees.cache import LRU
 from chunkwise.strategies.trees.calls import Prompts, TreeRun, load_prompts, timed
 from chunkwise.strategies.trees.leaves import document_key, leaf_tree
 from chunkwise.strategies.trees.nodes import Tree
-from chunkwise.strategies.trees.options import EmbeddingStrategy, check_option
+from chunkwise.strategies.trees.options import EmbeddingStrategy
 from chunkwise.strategies.trees.select import (
     CONTEXT_ORDERS,
     build_context,

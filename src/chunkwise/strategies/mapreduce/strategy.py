@@ -10,7 +10,15 @@ from typing import Any
 
 from chunkwise.errors import BadInput
 from chunkwise.llm import LLM, GenerationParams
-from chunkwise.strategies.base import Answer, Query, Stats, Strategy, TraceEvent, register
+from chunkwise.strategies.base import (
+    Answer,
+    Query,
+    Stats,
+    Strategy,
+    TraceEvent,
+    check_option,
+    register,
+)
 from chunkwise.strategies.mapreduce import confidence, prompts
 from chunkwise.strategies.mapreduce.collapse import collapse
 from chunkwise.strategies.mapreduce.map_stage import run_map
@@ -114,8 +122,7 @@ class MapReduce(Strategy):
         max_new_tokens: int = 0,
     ):
         super().__init__(window)
-        if max_new_tokens < 0:
-            raise BadInput(f"mapreduce option max_new_tokens={max_new_tokens}: expected >= 0")
+        check_option("mapreduce", "max_new_tokens", max_new_tokens, minimum=0)
         self.max_new_tokens = max_new_tokens
         for opt, value, allowed in (
             ("protocol", protocol, ("structured", "plain")),
@@ -124,8 +131,7 @@ class MapReduce(Strategy):
             ("prompts", prompts, ("auto", "chat", "base")),
             ("reduce_order", reduce_order, ("auto", "document", "confidence")),
         ):
-            if value not in allowed:
-                raise BadInput(f"mapreduce option {opt}={value!r}; valid: {', '.join(allowed)}")
+            check_option("mapreduce", opt, value, choices=allowed)
         self.chunk_tokens = chunk_tokens
         self.protocol = protocol
         self.calibration = calibration
