@@ -60,10 +60,8 @@ def test_openai_spec_numbers_must_be_finite(cli, dead_model, option, value):
 
 
 def test_timeout_zero_is_refused_too(cli, dead_model):
-    assert (
-        "timeout > 0"
-        in cli("generate", "--model", f"{dead_model}&timeout=0", "--prompt", "x").error_line()
-    )
+    line = cli("generate", "--model", f"{dead_model}&timeout=0", "--prompt", "x").error_line()
+    assert "option timeout='0' is not valid; expected a finite number > 0" in line
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1"])

@@ -4,54 +4,76 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass, field
+from typing import Any
 
 HELP = "answer a question about a (long) document with a strategy"
 
 
+@dataclass
+class AnswerArgs:
+    """One question about one document (the flags of ``chunkwise answer``)."""
+
+    #: UTF-8 document file
+    doc: str
+    #: the question
+    question: str
+    #: model spec
+    model: str = "hf:default"
+    #: any registered strategy: standard, mapreduce, chain_of_agents, ...
+    strategy: str = "mapreduce"
+    #: task family: qa, multiple_choice, summary, retrieval, code, math, dialogue
+    task: str = "qa"
+    #: multiple-choice options, "A|B|C|D"
+    options: str | None = None
+    #: base models: the words the answer continues, e.g. "The pass key is" (default "Answer:",
+    #: after which a base model may just repeat the question)
+    answer_prefix: str = ""
+    #: cap on chunk size in tokens (the strategy option chunk_tokens)
+    chunk_tokens: int | None = None
+    #: cap the window below the model's own (the strategy option window)
+    context_window: int | None = None
+    #: strategy options, k=v,k2=v2; options the model carries in its strategy.json fill the
+    #: rest
+    strategy_args: dict[str, Any] = field(default_factory=dict)
+    #: write the full trace (every call) and the resolved options to this JSON file
+    trace: str | None = None
+    #: print answer, stats and the resolved options as JSON
+    json: bool = False
+
+    def __post_init__(self) -> None:
+        from chunkwise.config.convert import InvalidOption
+
+        for key in ("chunk_tokens", "context_window"):
+            value = getattr(self, key)
+            if value is not None and value < 1:
+                raise InvalidOption(key, value, "a whole number >= 1")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="hf:default", help="model spec (default: hf:default)")
-    p.add_argument("--strategy", default="mapreduce", help="standard, mapreduce, ... (registry)")
-    p.add_argument("--doc", required=True, help="UTF-8 document file")
-    p.add_argument("--question", required=True)
-    p.add_argument(
-        "--task",
-        default="qa",
-        help="task family: qa, multiple_choice, summary, retrieval, code, math, dialogue",
-    )
-    p.add_argument("--options", help='multiple-choice options, "A|B|C|D"')
-    p.add_argument(
-        "--answer-prefix",
-        default="",
-        help='base models: the words the answer continues, e.g. "The pass key is" (default '
-        '"Answer:", after which a base model may just repeat the question)',
-    )
-    p.add_argument("--chunk-tokens", type=int, help="cap on chunk size (mapreduce)")
-    p.add_argument("--context-window", type=int, help="cap the window below the model's own")
-    p.add_argument("--strategy-args", help="extra strategy options, k=v,k2=v2")
-    p.add_argument("--trace", help="write the full trace (every call) to this JSON file")
-    p.add_argument("--json", action="store_true", help="print answer and stats as JSON")
+    from chunkwise.config.flags import add_flags
+
+    add_flags(p, AnswerArgs)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(ns: argparse.Namespace) -> int:
+    from chunkwise.config import load_config
+    from chunkwise.config.flags import flag_overrides
     from chunkwise.documents import read_document
-    from chunkwise.errors import BadInput
     from chunkwise.io import atomic_write_json, check_output_file
     from chunkwise.llm import load_llm
-    from chunkwise.strategies import Query, parse_strategy_args, resolve_options
+    from chunkwise.strategies import Query, resolve_options
 
+    args = load_config(AnswerArgs, None, flag_overrides(ns, AnswerArgs))
     if args.trace:  # checked now: a bad path must not cost the answer
         check_output_file(args.trace, "--trace")
     options = tuple(o.strip() for o in args.options.split("|")) if args.options else ()
     query = Query(args.question, args.task, options, answer_prefix=args.answer_prefix.strip())
     document = read_document(args.doc)
-    kwargs: dict[str, object] = dict(parse_strategy_args(args.strategy_args))
+    kwargs: dict[str, Any] = dict(args.strategy_args)
     if args.context_window is not None:
-        if args.context_window < 1:
-            raise BadInput(f"--context-window must be positive, got {args.context_window}")
         kwargs["window"] = args.context_window
     if args.chunk_tokens is not None:
-        if args.chunk_tokens < 1:
-            raise BadInput(f"--chunk-tokens must be positive, got {args.chunk_tokens}")
         kwargs["chunk_tokens"] = args.chunk_tokens
     # the user's options over those the model carries (its strategy.json)
     resolved = resolve_options(args.strategy, args.model, kwargs)
