@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import chunkwise.io as cio
+import chunkwise.io.atomic as atomic
 from chunkwise.errors import BadInput
 from chunkwise.io import (
     JsonlAppender,
@@ -46,7 +46,7 @@ def test_atomic_write_gives_ordinary_permissions(tmp_path: Path) -> None:
     p = tmp_path / "f.txt"
     atomic_write_text(p, "x")
     mode = stat.S_IMODE(p.stat().st_mode)
-    assert mode == 0o666 & ~cio._UMASK  # not mkstemp's 0600
+    assert mode == 0o666 & ~atomic._UMASK  # not mkstemp's 0600
     os.chmod(p, 0o640)
     atomic_write_text(p, "y")
     assert stat.S_IMODE(p.stat().st_mode) == 0o640  # an existing file keeps its mode
@@ -60,7 +60,7 @@ def test_failure_before_replace_keeps_old_content(tmp_path: Path, monkeypatch) -
     def failing_fsync(fd: int) -> None:
         raise OSError("simulated crash after a partial write")
 
-    monkeypatch.setattr(cio.os, "fsync", failing_fsync)
+    monkeypatch.setattr(os, "fsync", failing_fsync)
     with pytest.raises(OSError, match="simulated crash"):
         atomic_write_json(p, {"new": "x" * 100_000})
     assert p.read_bytes() == before
@@ -78,7 +78,7 @@ def test_serialisation_failure_keeps_old_content(tmp_path: Path, monkeypatch) ->
     def failing_dumps(*a, **k):
         raise RuntimeError("mid-write")
 
-    monkeypatch.setattr(cio.json, "dumps", failing_dumps)
+    monkeypatch.setattr(json, "dumps", failing_dumps)
     with pytest.raises(RuntimeError, match="mid-write"):
         atomic_write_json(p, {"new": 1})
     assert p.read_bytes() == before
@@ -92,7 +92,7 @@ def test_replace_failure_keeps_old_content(tmp_path: Path, monkeypatch) -> None:
     def failing_replace(src, dst):
         raise OSError("no space left")
 
-    monkeypatch.setattr(cio.os, "replace", failing_replace)
+    monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError, match="no space"):
         atomic_write_text(p, "new")
     assert p.read_text() == "old"
@@ -204,7 +204,7 @@ def test_appender_writes_flushes_and_reports_done(tmp_path: Path) -> None:
 def test_appender_fsyncs_every_write(tmp_path: Path, monkeypatch) -> None:
     calls: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(cio.os, "fsync", lambda fd: (calls.append(fd), real(fd)))
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd)))
     with JsonlAppender(tmp_path / "o.jsonl") as out:
         n0 = len(calls)
         out.write({"id": 1})

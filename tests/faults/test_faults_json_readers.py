@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from chunkwise import io as cio
 from chunkwise.errors import BadInput
 from chunkwise.io import JSONInputError, JsonlAppender, parse_json, read_json, read_jsonl
+from chunkwise.io import jsonl as cio_jsonl
 
 from .attacks import BAD_LINES
 
@@ -253,7 +254,7 @@ def test_fuzz_encoding_damage(tmp_path_factory, value, pos, junk):
 @FUZZ
 @given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=6))
 def test_fuzz_huge_lines(tmp_path_factory, monkeypatch, sizes):
-    monkeypatch.setattr(cio, "MAX_LINE_BYTES", 100)
+    monkeypatch.setattr(cio_jsonl, "MAX_LINE_BYTES", 100)  # where the reader reads it
     p = tmp_path_factory.mktemp("huge") / "h.jsonl"
     lines = [json.dumps({"id": i, "pad": "x" * n}).encode() + b"\n" for i, n in enumerate(sizes)]
     p.write_bytes(b"".join(lines))
