@@ -9,7 +9,7 @@ import sys
 
 PROBE = """
 import os, signal, sys
-from chunkwise.llm.vllm_backend import exit_on_sigterm
+from chunkwise.llm.sigterm import exit_on_sigterm
 installed = exit_on_sigterm()
 print("installed", installed, flush=True)
 try:
@@ -21,7 +21,7 @@ finally:
 
 KEPT = """
 import signal
-from chunkwise.llm.vllm_backend import exit_on_sigterm
+from chunkwise.llm.sigterm import exit_on_sigterm
 def mine(signum, frame):
     pass
 signal.signal(signal.SIGTERM, mine)

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         "(a rerun reuses finished stages)",
         flush=True,
     )
-    from chunkwise.llm.vllm_backend import exit_on_sigterm
+    from chunkwise.llm.sigterm import exit_on_sigterm
 
     # a SIGTERM unwinds like Ctrl-C: the running stage is recorded as interrupted and its child
     # process (training, or evaluation in .venv-vllm) is stopped instead of left running

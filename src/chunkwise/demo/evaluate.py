@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     from chunkwise.demo.pipeline import Demo
     from chunkwise.errors import BadInput
     from chunkwise.io import read_json
-    from chunkwise.llm.vllm_backend import exit_on_sigterm
+    from chunkwise.llm.sigterm import exit_on_sigterm
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2:

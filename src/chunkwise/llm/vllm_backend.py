@@ -37,30 +37,33 @@ builds it needs an ``if __name__ == "__main__":`` guard.
 
 The whole batch goes to ``LLM.generate`` in one call, so vLLM schedules it with continuous
 batching (and prefix caching shares the common start of map prompts); each completion's
-``latency_s`` is the wall time of that call. Prompts are tokenized here (chat messages through
+``latency_s`` is the wall time of that call. Prompts are tokenized first (chat messages through
 the template, plain text with the tokenizer's usual special tokens) and sent as token ids,
 which gives exact prompt lengths and lets over-long prompts be answered with
 ``finish_reason="error"`` instead of failing the whole batch.
 
 Stop strings follow the contract of :mod:`chunkwise.llm.base`: the text ends before the stop
 string (vLLM's default, ``include_stop_str_in_output=False``) and ``stop_reason`` names it.
+
+This module loads a spec: what it names (``default``, a training folder, an adapter to serve or
+merge) and the engine started for it; :mod:`chunkwise.llm.vllm_llm` is the LLM over that engine.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from chunkwise.environ import scoped_env
 from chunkwise.errors import BadInput, MissingDependency
-from chunkwise.llm.base import LLM, Completion, Message, Prompt, Request, template_kwargs
+from chunkwise.llm.base import LLM
 from chunkwise.llm.cpu import cpu_dtype
+from chunkwise.llm.sigterm import exit_on_sigterm
 from chunkwise.llm.spec import ModelSpec, file_options
-from chunkwise.llm.turns import end_of_turn_ids
+from chunkwise.llm.vllm_llm import INPROC, VLLMBackend
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +89,6 @@ CPU_KVCACHE_GB = "4"
 #: one per rank off the compute threads, which on 2 cores halves prefill: bench/backends.py
 #: measured 167 -> 299 prompt tokens/s, outputs identical)
 SMALL_CPU_CORES = 4
-#: ids of the open backends whose engine runs in this process (at most one: see ``load``)
-_INPROC: set[int] = set()
 #: file a training run writes beside an adapter to say which base model it extends
 BASE_SPEC_FILE = "chunkwise_model.json"
 
@@ -124,208 +125,6 @@ def check_options(spec: ModelSpec, known: Sequence[str]) -> None:
             f"model spec {spec.raw!r}: unknown option(s) {', '.join(unknown)} for the "
             f"{spec.backend} backend; valid options: {', '.join(known)}"
         )
-
-
-def _token_ids(encoded: Any) -> list[int]:
-    """``apply_chat_template(tokenize=True)`` returns a list or (transformers 5) a mapping."""
-    if isinstance(encoded, Mapping) or hasattr(encoded, "keys"):
-        encoded = encoded["input_ids"]
-    ids = list(encoded)
-    if ids and isinstance(ids[0], (list, tuple)):  # a batch of one
-        ids = list(ids[0])
-    return [int(i) for i in ids]
-
-
-def flatten_messages(messages: Sequence[Message]) -> str:
-    """Plain text for a model without a chat template: contents joined by blank lines."""
-    return "\n\n".join(m["content"] for m in messages)
-
-
-class VLLMBackend(LLM):
-    continues_replies = True
-
-    def __init__(
-        self,
-        engine: Any,
-        sampling_params_cls: Any,
-        *,
-        window: int,
-        chat: bool | None = None,
-        lora_request: Any = None,
-        inproc: bool = False,
-    ):
-        self.engine = engine
-        #: the engine runs in this process (see :func:`load`); its close frees the slot
-        self.inproc = inproc
-        self._sampling_params_cls = sampling_params_cls
-        self.tokenizer = engine.get_tokenizer()
-        self._window = int(window)
-        has_template = bool(getattr(self.tokenizer, "chat_template", None))
-        self.chat = has_template if chat is None else chat
-        if self.chat and not has_template:
-            raise BadInput("chat=1 was asked for but the model's tokenizer has no chat template")
-        self.lora_request = lora_request
-        self._warned_flatten = False
-        #: a chat reply ends with its turn (a base model's generation_config lists only <eos>)
-        self._turn_end_ids = end_of_turn_ids(self.tokenizer) if self.chat else []
-
-    # -- tokens ---------------------------------------------------------------------------
-
-    @property
-    def context_window(self) -> int:
-        return self._window
-
-    def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
-        if not texts:
-            return []
-        ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-        return [len(x) for x in ids]
-
-    def token_offsets(self, text: str) -> list[tuple[int, int]]:
-        if not getattr(self.tokenizer, "is_fast", True):
-            raise NotImplementedError(
-                "token offsets need a fast (Rust) tokenizer; this model only has a slow one"
-            )
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        return [(int(s), int(e)) for s, e in enc["offset_mapping"]]
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
-
-    def _prompt_ids(self, prompt: Prompt) -> list[int]:
-        if isinstance(prompt, str):
-            return list(self.tokenizer(prompt)["input_ids"])  # with BOS etc., as vLLM would
-        if self.chat:
-            return _token_ids(
-                self.tokenizer.apply_chat_template(
-                    list(prompt), tokenize=True, **template_kwargs(prompt)
-                )
-            )
-        if not self._warned_flatten:
-            log.warning("%s has no chat template: chat messages are sent as plain text", self.spec)
-            self._warned_flatten = True
-        return list(self.tokenizer(flatten_messages(prompt))["input_ids"])
-
-    def prompt_tokens(self, prompt: Prompt) -> int:
-        return len(self._prompt_ids(prompt))
-
-    # -- generation -----------------------------------------------------------------------
-
-    def _sampling_params(self, req: Request, max_tokens: int) -> Any:
-        p = req.params
-        greedy = p.temperature == 0
-        kwargs: dict[str, Any] = {}
-        if self._turn_end_ids:
-            kwargs["stop_token_ids"] = list(self._turn_end_ids)
-        return self._sampling_params_cls(
-            n=1,
-            max_tokens=max_tokens,
-            temperature=p.temperature,
-            top_p=1.0 if greedy else p.top_p,
-            stop=list(p.stop) or None,
-            seed=p.seed,
-            logprobs=1 if p.logprobs else None,
-            **kwargs,
-        )
-
-    def _generate(self, requests: Sequence[Request]) -> list[Completion]:
-        results: list[Completion | None] = [None] * len(requests)
-        prompts, params, where = [], [], []
-        for i, req in enumerate(requests):
-            ids = self._prompt_ids(req.prompt)
-            room = self._window - len(ids)
-            if room < 1:
-                log.warning(
-                    "request %d: prompt of %d tokens does not fit the %d-token context window",
-                    i,
-                    len(ids),
-                    self._window,
-                )
-                results[i] = Completion("", len(ids), 0, "error", 0.0)
-                continue
-            prompts.append({"prompt_token_ids": ids})
-            params.append(self._sampling_params(req, min(req.params.max_new_tokens, room)))
-            where.append(i)
-        if prompts:
-            kwargs: dict[str, Any] = {"use_tqdm": False}
-            if self.lora_request is not None:
-                kwargs["lora_request"] = self.lora_request
-            t0 = time.perf_counter()
-            outputs = self.engine.generate(prompts, params, **kwargs)
-            wall = time.perf_counter() - t0
-            if len(outputs) != len(prompts):  # pragma: no cover - a vLLM bug
-                raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(prompts)}")
-            for i, out in zip(where, outputs, strict=True):
-                results[i] = self._completion(out, requests[i], wall)
-        return [c for c in results if c is not None]
-
-    def _completion(self, out: Any, req: Request, wall: float) -> Completion:
-        o = out.outputs[0]
-        token_ids = list(o.token_ids)
-        reason = o.finish_reason
-        finish = "length" if reason == "length" else "stop" if reason in ("stop", None) else "error"
-        lps = tokens = None
-        if req.params.logprobs and o.logprobs is not None:
-            lps = []
-            for tid, entry in zip(token_ids, o.logprobs, strict=False):
-                lp = entry.get(tid) if entry else None
-                lps.append(float(lp.logprob) if lp is not None else float("nan"))
-            tokens = self._token_strings(token_ids[: len(lps)])
-        return Completion(
-            text=o.text,
-            prompt_tokens=len(out.prompt_token_ids or ()),
-            completion_tokens=len(token_ids),
-            finish_reason=finish,  # type: ignore[arg-type]
-            latency_s=wall,
-            token_logprobs=lps,
-            tokens=tokens,
-            stop_reason=_stop_string(o, req),
-        )
-
-    def _token_strings(self, ids: Sequence[int]) -> list[str]:
-        """Per-token text whose concatenation is the decoded text (multi-byte safe)."""
-        pieces, prev = [], ""
-        for n in range(1, len(ids) + 1):
-            cur = self.tokenizer.decode(list(ids[:n]), skip_special_tokens=True)
-            if cur.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for its end
-                pieces.append("")
-                continue
-            pieces.append(cur[len(prev) :] if cur.startswith(prev) else cur)
-            prev = cur
-        return pieces
-
-    def close(self) -> None:
-        engine, self.engine = getattr(self, "engine", None), None
-        if engine is None:
-            return
-        if getattr(self, "inproc", False):
-            _INPROC.discard(id(self))
-        del engine
-        try:  # free the GPU memory for a next engine in this process
-            import gc
-
-            import torch
-
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except Exception:  # pragma: no cover - best effort
-            pass
-
-
-def _stop_string(o: Any, req: Request) -> str | None:
-    """The stop string that ended ``o``: vLLM reports it as ``stop_reason`` (an int there is a
-    stop token id, not a string)."""
-    reason = getattr(o, "stop_reason", None)
-    if isinstance(reason, str) and reason in req.params.stop:
-        return reason
-    return None
 
 
 def _max_model_len(engine: Any) -> int:
@@ -475,8 +274,8 @@ def load(spec: ModelSpec) -> LLM:
     # vLLM keeps its parallel groups in module globals, so a second in-process engine would
     # share them and tear them down under the first when it closes: while one is open, others
     # get their own processes.
-    inproc = bool(spec.bool_opt("inproc", not cuda and tp == 1 and not _INPROC))
-    if inproc and _INPROC:
+    inproc = bool(spec.bool_opt("inproc", not cuda and tp == 1 and not INPROC))
+    if inproc and INPROC:
         raise BadInput(
             f"model spec {spec.raw!r}: inproc=1, but another vLLM engine already runs in this "
             "process (close it first, or use inproc=0)"
@@ -500,29 +299,8 @@ def load(spec: ModelSpec) -> LLM:
         inproc=inproc,
     )
     if inproc:
-        _INPROC.add(id(backend))
+        INPROC.add(id(backend))
     return backend
-
-
-def exit_on_sigterm() -> bool:
-    """Make SIGTERM end this process as an exception would, so that the engine's processes are
-    shut down with it. Python's default SIGTERM kills the interpreter without unwinding; the
-    engine core and its worker were then left behind (measured: a killed bench's worker kept
-    both cores busy and 6 GB of memory). Only from the main thread, and only when nobody
-    installed a handler already. Returns whether it installed one."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return False
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return False
-
-    def _raise(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _raise)
-    return True
 
 
 #: ranks vLLM accepts as ``max_lora_rank``
