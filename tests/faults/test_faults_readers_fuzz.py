@@ -42,7 +42,7 @@ Fuzzed here (none was before):
   demo: demo.json ledger (Demo.load_state, fresh.check_removable,
     demo.evaluate) ............................................. test_demo_ledger
   demo.training.training_summary: train_info.json, metrics.jsonl test_demo_training_summary
-  demo.pipeline.result_cells: results.json of each evaluation .. test_demo_eval_results
+  demo.engines.result_cells: results.json of each evaluation ... test_demo_eval_results
   demo.pipeline.Demo.split: synth/data/*.jsonl, docs/heldout.jsonl test_demo_split
   synth.settings.check_settings: config.json of a synth --out .. test_synth_settings_json
   synth.sources.iter_source: documents JSONL ................... test_synth_source_jsonl
@@ -659,7 +659,7 @@ def test_synth_source_jsonl(root, raw):
 @FUZZ
 @given(raw=json_bytes({**RESULTS, "timing": {"session_seconds": 12.5}}))
 def test_demo_eval_results(root, raw):
-    from chunkwise.demo.pipeline import result_cells
+    from chunkwise.demo.engines import result_cells
 
     path = fresh(root, "eval") / "results.json"
     path.write_bytes(raw)

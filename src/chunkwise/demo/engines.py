@@ -1,5 +1,6 @@
-"""Where the demo's evaluations run: the models and decodings it compares, the engine (hf, or
-vLLM here or in the environment `make vllm` sets up), and that environment's child process."""
+"""The demo's evaluations: the models and decodings it compares, the engine they run on (hf, or
+vLLM here or in the environment `make vllm` sets up), that environment's child process, and the
+scores read back from their results."""
 
 from __future__ import annotations
 
@@ -94,6 +95,37 @@ def evaluate_in(python: Path | None, out: Path, labels: list[str], progress: Pro
         run_logged(cmd, out / "eval" / "vllm.log", "evaluating on vLLM", {}, tick)
 
 
+def result_cells(path: Path) -> dict[str, dict[str, Any]]:
+    """``{task: {score, ci95, n, seconds}}`` of an evaluation's results.json; a file that is
+    not one (hand-edited, another tool's) is one :class:`BadInput` naming it."""
+    from chunkwise.io import read_json
+
+    res = read_json(path, "results file")
+    results = res.get("results") if isinstance(res, dict) else None
+    bad = [
+        t
+        for t, r in (results if isinstance(results, dict) else {}).items()
+        if not isinstance(r, dict) or type(r.get("score")) not in (int, float)
+    ]
+    if not isinstance(results, dict) or bad:
+        where = f"results.{bad[0]}.score" if bad else "results"
+        raise BadInput(
+            f"{path}: no {where} (not a chunkwise eval results file); delete it to evaluate "
+            "that model again"
+        )
+    timing = res.get("timing")
+    seconds = timing.get("session_seconds") if isinstance(timing, dict) else None
+    return {
+        task: {
+            "score": r["score"],
+            "ci95": r.get("score_ci95"),
+            "n": r.get("n"),
+            "seconds": seconds,
+        }
+        for task, r in results.items()
+    }
+
+
 __all__ = [
     "EvalModel",
     "Progress",
@@ -102,5 +134,6 @@ __all__ = [
     "has_vllm",
     "reference_available",
     "resolve_engine",
+    "result_cells",
     "vllm_python",
 ]

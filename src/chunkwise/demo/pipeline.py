@@ -40,6 +40,7 @@ from chunkwise.demo.engines import (
     has_vllm,
     reference_available,
     resolve_engine,
+    result_cells,
     vllm_python,
 )
 from chunkwise.demo.errors import DemoError
@@ -79,37 +80,6 @@ def _size_defaults() -> dict[str, Any]:
         f.name: f.default
         for f in dataclasses.fields(DemoSize)
         if f.default is not dataclasses.MISSING
-    }
-
-
-def result_cells(path: Path) -> dict[str, dict[str, Any]]:
-    """``{task: {score, ci95, n, seconds}}`` of an evaluation's results.json; a file that is
-    not one (hand-edited, another tool's) is one :class:`BadInput` naming it."""
-    from chunkwise.io import read_json
-
-    res = read_json(path, "results file")
-    results = res.get("results") if isinstance(res, dict) else None
-    bad = [
-        t
-        for t, r in (results if isinstance(results, dict) else {}).items()
-        if not isinstance(r, dict) or type(r.get("score")) not in (int, float)
-    ]
-    if not isinstance(results, dict) or bad:
-        where = f"results.{bad[0]}.score" if bad else "results"
-        raise BadInput(
-            f"{path}: no {where} (not a chunkwise eval results file); delete it to evaluate "
-            "that model again"
-        )
-    timing = res.get("timing")
-    seconds = timing.get("session_seconds") if isinstance(timing, dict) else None
-    return {
-        task: {
-            "score": r["score"],
-            "ci95": r.get("score_ci95"),
-            "n": r.get("n"),
-            "seconds": seconds,
-        }
-        for task, r in results.items()
     }
 
 
