@@ -171,6 +171,8 @@ class ScriptedOptions:
 
     #: context window in tokens (none: the script's own)
     ctx: int | None = None
+    #: ignored: a stand-in credential, for tests that a secret in a spec is masked
+    token: str | None = None
 
     def __post_init__(self) -> None:
         _at_least("ctx", self.ctx, 1)
