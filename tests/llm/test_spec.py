@@ -4,13 +4,16 @@ import pytest
 
 from chunkwise.errors import BadInput
 from chunkwise.llm import GenerationParams, Request, load_llm, parse_spec
+from chunkwise.llm.backend_options import HfOptions, VllmOptions
 from chunkwise.llm.scripted import ScriptedLLM
+from chunkwise.llm.spec import spec_options
 
 
 def test_parse_forms(tmp_path):
     s = parse_spec("hf:default?ctx=8192&chat=off")
     assert (s.backend, s.target, s.options) == ("hf", "default", {"ctx": "8192", "chat": "off"})
-    assert s.int_opt("ctx") == 8192 and s.bool_opt("chat") is False
+    o = spec_options(s, HfOptions)
+    assert o.ctx == 8192 and o.chat is False
     s = parse_spec("hf:meta-llama/Llama-3.1-8B+adapter=/tmp/lora")
     assert (s.target, s.adapter) == ("meta-llama/Llama-3.1-8B", "/tmp/lora")
     s = parse_spec("openai:gpt-4o@http://127.0.0.1:8000/v1?concurrency=4")
@@ -19,7 +22,7 @@ def test_parse_forms(tmp_path):
         "gpt-4o@http://127.0.0.1:8000/v1",
         "4",
     )
-    assert parse_spec("vllm:org/model?tp=8").int_opt("tp") == 8
+    assert spec_options(parse_spec("vllm:org/model?tp=8"), VllmOptions).tp == 8
     assert parse_spec(str(tmp_path)).backend == "hf"  # a checkpoint folder
 
 
@@ -33,10 +36,10 @@ def test_bad_specs_list_valid_forms(bad):
 
 
 def test_bad_option_values():
-    with pytest.raises(BadInput, match="not an integer"):
-        parse_spec("hf:default?ctx=big").int_opt("ctx")
-    with pytest.raises(BadInput, match="not a boolean"):
-        parse_spec("hf:default?chat=maybe").bool_opt("chat")
+    with pytest.raises(BadInput, match="option ctx='big' is not valid; expected a whole number"):
+        spec_options(parse_spec("hf:default?ctx=big"), HfOptions)
+    with pytest.raises(BadInput, match="option chat='maybe' is not valid; expected true or false"):
+        spec_options(parse_spec("hf:default?chat=maybe"), HfOptions)
 
 
 def test_scripted_rules_stop_and_length():

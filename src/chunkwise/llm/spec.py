@@ -53,35 +53,14 @@ VALID_FORMS = (
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """A parsed spec: backend, target, ``?key=value`` options as text (a backend reads them
+    through :func:`spec_options` into its options dataclass), adapter, and the raw string."""
+
     backend: str
     target: str
     options: dict[str, str] = field(default_factory=dict)
     adapter: str | None = None
     raw: str = ""
-
-    def opt(self, key: str, default: str | None = None) -> str | None:
-        return self.options.get(key, default)
-
-    def int_opt(self, key: str, default: int | None = None) -> int | None:
-        v = self.options.get(key)
-        if v is None:
-            return default
-        try:
-            return int(v)
-        except ValueError:
-            raise BadInput(
-                f"model spec {self.raw!r}: option {key}={v!r} is not an integer"
-            ) from None
-
-    def bool_opt(self, key: str, default: bool | None = None) -> bool | None:
-        v = self.options.get(key)
-        if v is None:
-            return default
-        if v.lower() in {"1", "true", "yes", "on"}:
-            return True
-        if v.lower() in {"0", "false", "no", "off"}:
-            return False
-        raise BadInput(f"model spec {self.raw!r}: option {key}={v!r} is not a boolean")
 
 
 # backend name -> "module:function" that builds an LLM from a ModelSpec (imported lazily so that

