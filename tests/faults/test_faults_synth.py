@@ -47,12 +47,30 @@ def test_dead_server_exits_non_zero_and_writes_no_dataset(cli, tmp_path):
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--chunk-tokens", "-5"], "--chunk-tokens must be >= 0"),
-        (["--concurrency", "0"], "--concurrency must be at least 1"),
-        (["--questions-per-doc", "0"], "--questions-per-doc must be at least 1"),
-        (["--window", "100"], "--window 100 is too small"),
-        (["--limit", "-1"], "--limit must be >= 0"),
-        (["--num-shards", "2", "--shard-index", "5"], "--shard-index must be in"),
+        (
+            ["--chunk-tokens", "-5"],
+            "--chunk-tokens: option chunk_tokens='-5' is not valid; expected a whole number >= 0",
+        ),
+        (
+            ["--concurrency", "0"],
+            "--concurrency: option concurrency='0' is not valid; expected a whole number >= 1",
+        ),
+        (
+            ["--questions-per-doc", "0"],
+            "--questions-per-doc: option questions_per_doc='0' is not valid",
+        ),
+        (
+            ["--window", "100"],
+            "--window: option window='100' is not valid; expected a whole number >= 256",
+        ),
+        (
+            ["--limit", "-1"],
+            "--limit: option limit='-1' is not valid; expected a whole number >= 0",
+        ),
+        (
+            ["--num-shards", "2", "--shard-index", "5"],
+            "--shard-index: option shard_index='5' is not valid; expected a whole number in [0, num_shards=2)",
+        ),
     ],
 )
 def test_bad_arguments_fail_before_any_work(cli, tmp_path, args, needle):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from chunkwise.config.convert import InvalidOption
 from chunkwise.errors import BadInput
 from chunkwise.synth.questions import parse_mix
 
@@ -28,6 +29,11 @@ CONTENT_KEYS = (
     "split",
     "num_shards",
 )
+
+
+def _at_least(key: str, value: int | None, low: int) -> None:
+    if value is not None and value < low:
+        raise InvalidOption(key, value, f"a whole number >= {low}")
 
 
 @dataclass
@@ -86,27 +92,23 @@ class SynthConfig:
     #: made under both stay in one folder)
     override_settings: bool = False
 
+    def __post_init__(self) -> None:
+        # what each value must be, checked as the settings are read (an error names the flag)
+        for name in ("questions_per_doc", "concurrency", "question_attempts", "question_sentences"):
+            _at_least(name, getattr(self, name), 1)
+        _at_least("limit", self.limit, 0)
+        _at_least("window", self.window, 256)
+        _at_least("chunk_tokens", self.chunk_tokens, 0)
+        _at_least("num_shards", self.num_shards, 1)
+        if not 0 <= self.shard_index < self.num_shards:
+            expected = f"a whole number in [0, num_shards={self.num_shards})"
+            raise InvalidOption("shard_index", self.shard_index, expected)
+
     def check(self) -> None:
         if not self.docs:
             raise BadInput("--docs is required with --teacher llm (the default)")
-        if self.num_shards < 1 or not 0 <= self.shard_index < self.num_shards:
-            raise BadInput(
-                f"--shard-index must be in [0, --num-shards={self.num_shards}), "
-                f"got {self.shard_index}"
-            )
-        for name in ("questions_per_doc", "concurrency", "question_attempts", "question_sentences"):
-            if getattr(self, name) < 1:
-                raise BadInput(
-                    f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
-                )
-        if self.limit is not None and self.limit < 0:
-            raise BadInput(f"--limit must be >= 0, got {self.limit}")
-        if self.window < 256:
-            raise BadInput(f"--window {self.window} is too small (at least 256 tokens)")
-        if self.chunk_tokens < 0:
-            raise BadInput(f"--chunk-tokens must be >= 0 (0: automatic), got {self.chunk_tokens}")
         if self.prompts not in ("auto", "chat", "base"):
-            raise BadInput(f"prompts must be auto, chat or base, got {self.prompts!r}")
+            raise InvalidOption("prompts", self.prompts, "one of auto, chat, base")
         self.node_mix = parse_mix(self.node_mix)
 
     def content(self) -> dict[str, Any]:
