@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from chunkwise.benchmarks.checks import check_examples
@@ -105,10 +106,9 @@ def discover() -> dict[str, Callable[[], Benchmark]]:
         import logging
         import pkgutil
 
-        import chunkwise.benchmarks as pkg
-
         _discovered = True
-        for info in pkgutil.iter_modules(pkg.__path__):
+        # the package's own folder (this module's), read without importing the package
+        for info in pkgutil.iter_modules([str(Path(__file__).resolve().parent)]):
             if not info.ispkg:
                 continue
             try:
