@@ -1,6 +1,6 @@
 """Summary trees on real long documents: retrieval vs RAPTOR vs DTCRS vs MapReduce.
 
-    flock /tmp/chunkwise-cpu.lock .venv/bin/python bench/trees.py --docs 1 --questions 2
+    flock /tmp/chunkwise-cpu.lock .venv/bin/python bench/trees.py --data LEVAL_FOLDER --docs 1 --questions 2
     .venv-vllm/bin/python bench/trees.py --model vllm:default --subsets pydoc \\
         --doc-tokens 60000 --docs 1 --questions 3 --strategies retrieval,raptor,dtcrs \\
         --out runs/bench/trees_60k
@@ -8,7 +8,7 @@
 Data:
 
 * ``quality``, ``scientific_qa`` — L-Eval's QuALITY and QASPER subsets
-  (../shared/data/leval/{quality,scientific_qa}.jsonl; ~6K-token documents); a missing file
+  (``--data FOLDER`` holding {quality,scientific_qa}.jsonl; ~6K-token documents); a missing file
   is skipped and said so in the JSON. Scored by QuALITY accuracy and QASPER answer F1
   against L-Eval's single reference.
 * ``pydoc`` — the scale where the DTCRS paper's gap appears, offline from a fresh clone:
@@ -469,7 +469,10 @@ def run_strategy(
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="hf:default")
-    ap.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "leval"))
+    ap.add_argument(
+        "--data",
+        help="a folder of L-Eval files ({quality,scientific_qa}.jsonl); needed by those subsets",
+    )
     ap.add_argument("--subsets", default="quality,scientific_qa", help=f"also {LONG}")
     ap.add_argument("--docs", type=int, default=1, help="documents per subset")
     ap.add_argument("--questions", type=int, default=2, help="questions per document")
@@ -494,11 +497,16 @@ def main(argv: Sequence[str] | None = None, llm=None) -> dict[str, Any]:
     args = parse_args(argv)
     t_start = time.perf_counter()
     out = out_folder(args.out)
-    data = Path(args.data)
     subsets = [s for s in args.subsets.split(",") if s]
     unknown = [s for s in subsets if s not in SUBSETS and s != LONG]
     if unknown:
         raise SystemExit(f"trees: unknown subset(s) {unknown}; known: {[*SUBSETS, LONG]}")
+    if args.data is None and any(s in SUBSETS for s in subsets):
+        raise SystemExit(
+            f"trees: the subsets {[s for s in subsets if s in SUBSETS]} read L-Eval files: pass "
+            f"--data FOLDER (or --subsets {LONG}, which needs none)"
+        )
+    data = Path(args.data or ".")
     result: dict[str, Any] = {
         "model": args.model,
         "embedder": args.embedder,
