@@ -17,7 +17,8 @@ import pytest
 
 from chunkwise.errors import BadInput, LLMRequestError
 from chunkwise.llm import Completion, GenerationParams, Request, load_llm
-from chunkwise.llm.openai_compat import DEFAULT_URL, OpenAICompatLLM, split_target
+from chunkwise.llm.openai_compat import OpenAICompatLLM
+from chunkwise.llm.openai_wire import DEFAULT_URL, split_target
 from chunkwise.llm.scripted import ScriptedLLM
 from chunkwise.serve import OpenAIServer, serve_in_thread
 

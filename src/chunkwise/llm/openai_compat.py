@@ -45,49 +45,24 @@ from urllib.parse import urlsplit
 
 from chunkwise.errors import BadInput, LLMRequestError, MissingDependency
 from chunkwise.llm.backend_options import OpenAIOptions
-from chunkwise.llm.base import LLM, Completion, FinishReason, Prompt, Request, apply_stop
+from chunkwise.llm.base import LLM, Completion, Prompt, Request
+from chunkwise.llm.openai_wire import (
+    DEFAULT_URL,
+    Fatal,
+    Refused,
+    Retry,
+    excerpt,
+    parse_response,
+    prompt_excerpt,
+    request_body,
+    split_target,
+)
 from chunkwise.llm.spec import ModelSpec, parse_spec, spec_options
 
 log = logging.getLogger(__name__)
 
-DEFAULT_URL = "https://api.openai.com/v1"
 APIS = ("completions", "chat")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "eos": "stop",
-    "stop_sequence": "stop",
-    "end_turn": "stop",
-    "length": "length",
-    "max_tokens": "length",
-    "error": "error",
-}
-
-
-class _Retry(Exception):
-    """One attempt failed in a way worth another try."""
-
-
-class _Refused(_Retry):
-    """Nothing accepted the connection: the server is down (or restarting)."""
-
-
-class _Fatal(Exception):
-    """One attempt failed in a way that another try would not fix."""
-
-
-def _excerpt(text: object, n: int = 60) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= n else flat[: n - 1] + "…"
-
-
-def _prompt_excerpt(prompt: Prompt) -> str:
-    if isinstance(prompt, str):
-        return _excerpt(prompt)
-    users = [m.get("content", "") for m in prompt if m.get("role") == "user"]
-    return _excerpt(users[-1] if users else (prompt[-1].get("content", "") if prompt else ""))
-
-
 #: the shortest pause between tries at a server that refuses connections (even with ?backoff=0)
 _MIN_OUTAGE_DELAY = 0.1
 
@@ -314,31 +289,6 @@ class OpenAICompatLLM(LLM):
                 raise e
         return [t.result() for t in tasks]
 
-    def _payload(self, req: Request) -> tuple[str, dict[str, Any], bool]:
-        p = req.params
-        chat = req.is_chat or self.api == "chat"
-        body: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": p.max_new_tokens,
-            "temperature": p.temperature,
-            "top_p": p.top_p,
-        }
-        if p.stop:
-            body["stop"] = list(p.stop)
-        if p.seed is not None:
-            body["seed"] = p.seed
-        if chat:
-            prompt = req.prompt
-            messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-            body["messages"] = list(messages)
-            if p.logprobs:
-                body["logprobs"] = True
-            return f"{self.base_url}/chat/completions", body, True
-        body["prompt"] = req.prompt
-        if p.logprobs:
-            body["logprobs"] = 1
-        return f"{self.base_url}/completions", body, False
-
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         base = min(self.backoff_max, self.backoff * 2 ** (attempt - 1))
         delay = base * random.uniform(0.5, 1.5)
@@ -348,25 +298,25 @@ class OpenAICompatLLM(LLM):
         return delay
 
     async def _post(self, url: str, body: dict[str, Any]) -> Any:
-        """One attempt: the HTTP response, or :class:`_Refused` / :class:`_Retry`."""
+        """One attempt: the HTTP response, or :class:`Refused` / :class:`Retry`."""
         import httpx
 
         assert self._client is not None
         try:
             resp = await asyncio.wait_for(self._client.post(url, json=body), timeout=self.timeout)
         except (TimeoutError, httpx.TimeoutException) as e:
-            raise _Retry(
+            raise Retry(
                 f"no answer within the {self.timeout:g} s timeout ({type(e).__name__})"
             ) from None
         except httpx.ConnectError as e:
-            raise _Refused(f"ConnectError: {_excerpt(e, 200)}") from None
+            raise Refused(f"ConnectError: {excerpt(e, 200)}") from None
         except (httpx.TransportError, httpx.DecodingError) as e:
-            raise _Retry(f"{type(e).__name__}: {_excerpt(e, 200)}") from None
+            raise Retry(f"{type(e).__name__}: {excerpt(e, 200)}") from None
         self._reached = True
         return resp
 
     async def _one(self, index: int, req: Request) -> Completion:
-        url, body, chat = self._payload(req)
+        url, body, chat = request_body(self.model, self.base_url, self.api, req)
         assert self._client is not None and self._sem is not None
         last = "no attempt made"
         started: float | None = None
@@ -382,23 +332,23 @@ class OpenAICompatLLM(LLM):
                     resp = await self._post(url, body)
                 status = resp.status_code
                 if 200 <= status < 300:
-                    return self._parse(resp, req, chat, time.perf_counter() - started)
-                detail = f"HTTP {status}: {_excerpt(resp.text, 200)}"
+                    return parse_response(resp, req, chat, time.perf_counter() - started)
+                detail = f"HTTP {status}: {excerpt(resp.text, 200)}"
                 if status in (408, 429) or status >= 500:
                     retry_after = resp.headers.get("retry-after")
-                    raise _Retry(detail)
-                raise _Fatal(detail)
-            except _Refused as e:
+                    raise Retry(detail)
+                raise Fatal(detail)
+            except Refused as e:
                 last = str(e)
                 if self._reached and self.retry_seconds > 0:
                     await self._wait_for_restart(index, req, outage, attempts, last)
                     continue
                 failures += 1
-            except _Retry as e:
+            except Retry as e:
                 last = str(e)
                 failures += 1
                 outage = _Outage()
-            except _Fatal as e:
+            except Fatal as e:
                 raise self._error(index, req, url, attempts, str(e)) from None
             if failures >= self.max_attempts:
                 raise self._error(index, req, url, attempts, last)
@@ -440,7 +390,7 @@ class OpenAICompatLLM(LLM):
         msg = (
             f"the server at {self.base_url} went away: it has refused connections for "
             f"{waited:.1f} s ({attempts} attempts of request {index}, "
-            f"{_prompt_excerpt(req.prompt)!r}; last: {why}). Start it again and rerun (eval and "
+            f"{prompt_excerpt(req.prompt)!r}; last: {why}). Start it again and rerun (eval and "
             f"synth resume where they stopped), or wait longer with ?retry_seconds= "
             f"(now {self.retry_seconds:g})"
         )
@@ -459,52 +409,10 @@ class OpenAICompatLLM(LLM):
         else:
             hint = ""
         msg = (
-            f"request {index} ({_prompt_excerpt(req.prompt)!r}) to {url} failed after {n}: "
+            f"request {index} ({prompt_excerpt(req.prompt)!r}) to {url} failed after {n}: "
             f"{why}.{hint}"
         )
         return LLMRequestError(self._redact(msg))
-
-    def _parse(self, resp: Any, req: Request, chat: bool, latency: float) -> Completion:
-        try:
-            data = resp.json()
-            choice = data["choices"][0]
-            text = (choice["message"].get("content") or "") if chat else choice["text"]
-            if not isinstance(text, str):
-                raise TypeError(f"completion text is {type(text).__name__}, not str")
-            logprobs = _logprobs(choice.get("logprobs"), chat) if req.params.logprobs else None
-            usage = data.get("usage") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
-            raise _Retry(f"malformed response body ({type(e).__name__}: {e})") from None
-        finish = _FINISH.get(str(choice.get("finish_reason") or "stop"), "stop")
-        # vLLM (and chunkwise.serve) name the stop string that ended the text
-        stop_reason = choice.get("stop_reason")
-        stop_reason = stop_reason if isinstance(stop_reason, str) else None
-        # servers strip stop strings themselves; cut again in case one did not
-        cut, hit = apply_stop(text, req.params.stop)
-        tokens, token_logprobs = logprobs if logprobs else (None, None)
-        if hit:
-            stop_reason = min((s for s in req.params.stop if s and s in text), key=text.find)
-            text, finish = cut, "stop"
-            if tokens is not None and token_logprobs is not None:
-                tokens, token_logprobs = _trim_tokens(tokens, token_logprobs, len(text))
-        # -1: not reported; counted afterwards in the caller's thread (loading a tokenizer
-        # here would stall every other request on the event loop)
-        prompt_tokens = usage.get("prompt_tokens")
-        completion_tokens = usage.get("completion_tokens")
-        out = Completion(
-            text=text,
-            prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else -1,
-            completion_tokens=completion_tokens
-            if isinstance(completion_tokens, int) and not hit
-            else -1,
-            finish_reason=finish,
-            latency_s=latency,
-            token_logprobs=token_logprobs,
-            tokens=tokens,
-        )
-        if stop_reason is not None and hasattr(out, "stop_reason"):
-            out.stop_reason = stop_reason
-        return out
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -521,56 +429,6 @@ class OpenAICompatLLM(LLM):
         if self._tokenizer is not None and self._owns_tokenizer:
             self._tokenizer.close()
             self._tokenizer, self._owns_tokenizer = None, False
-
-
-def _logprobs(lp: Any, chat: bool) -> tuple[list[str], list[float]] | None:
-    """(tokens, log-probabilities) from a choice's ``logprobs``; ``None`` when absent."""
-    if not lp:
-        return None
-    if chat:
-        items = lp.get("content") or []
-        tokens = [str(it["token"]) for it in items]
-        values = [it["logprob"] for it in items]
-    else:
-        tokens = [str(t) for t in lp["tokens"]]
-        values = lp["token_logprobs"]
-    if len(tokens) != len(values):
-        raise ValueError(f"{len(tokens)} logprob tokens but {len(values)} values")
-    return tokens, [float(v) if v is not None else 0.0 for v in values]
-
-
-def _trim_tokens(
-    tokens: list[str], values: list[float], n_chars: int
-) -> tuple[list[str], list[float]]:
-    """Keep the tokens that start before character ``n_chars`` of the text."""
-    pos, keep = 0, 0
-    for tok in tokens:
-        if pos >= n_chars:
-            break
-        pos += len(tok)
-        keep += 1
-    return tokens[:keep], values[:keep]
-
-
-def split_target(target: str, raw: str = "") -> tuple[str, str]:
-    """``MODEL@URL`` -> (model, url); no ``@http`` -> (target, the OpenAI API URL)."""
-    for scheme in ("@http://", "@https://"):
-        i = target.rfind(scheme)
-        if i != -1:
-            model, url = target[:i], target[i + 1 :]
-            break
-    else:
-        if "@" in target:
-            raise BadInput(
-                f"model spec {raw or target!r}: the part after '@' must be an http(s) URL, "
-                "e.g. openai:MODEL@http://127.0.0.1:8000/v1"
-            )
-        model, url = target, DEFAULT_URL
-    if not model:
-        raise BadInput(f"model spec {raw or target!r}: no model name before '@'")
-    if not urlsplit(url).hostname:
-        raise BadInput(f"model spec {raw or target!r}: URL {url!r} has no host")
-    return model, url.rstrip("/")
 
 
 def load(spec: ModelSpec) -> LLM:
