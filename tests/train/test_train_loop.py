@@ -237,7 +237,10 @@ def test_bad_input_fails_before_any_model_is_built(tmp_path, monkeypatch):
 def test_entry_reports_errors_as_one_line(capsys):
     assert main([str(TINY / "longalign-standard.yaml"), "--batching.max_tokens=10"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("train: error: batching.max_tokens must be at least 16")
+    assert err.startswith(
+        "train: error: --batching.max_tokens: option batching.max_tokens='10' is not valid; "
+        "expected a whole number >= 16"
+    )
 
 
 def test_two_runs_of_one_lora_recipe_give_the_same_adapter(tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from chunkwise.config import load_config
+from chunkwise.config.convert import InvalidOption
 from chunkwise.errors import BadInput
 
 #: decoder projection names shared by Llama-family models (LoRA targets)
@@ -26,17 +27,36 @@ LLAMA_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 STAGES = ("standard", "chat", "map", "collapse", "reduce", "single")
 
 
+def _at_least(key: str, value: float, low: float) -> None:
+    if value < low:
+        raise InvalidOption(key, value, f"a whole number >= {low:g}")
+
+
+def _within(key: str, value: float, ok: bool, interval: str) -> None:
+    if not ok:
+        raise InvalidOption(key, value, f"a number in {interval}")
+
+
 @dataclass
 class LoraConfig:
+    #: train a LoRA adapter instead of every weight
     enabled: bool = False
+    #: LoRA rank
     r: int = 16
+    #: LoRA scaling numerator (the update is scaled by alpha / r)
     alpha: int = 32
+    #: dropout on the LoRA input
     dropout: float = 0.05
+    #: module names that get adapters (default: Llama's attention and MLP projections)
     target_modules: list[str] = field(default_factory=lambda: list(LLAMA_LINEAR))
     #: tokens whose embedding rows train too (peft trainable tokens; with tied embeddings the
     #: output row follows). A base model has never produced its chat template's end-of-turn
     #: token, and LoRA on the linear layers alone learns to emit it very slowly.
     trainable_tokens: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.enabled:
+            _at_least("r", self.r, 1)
 
 
 @dataclass
@@ -53,6 +73,7 @@ class ModelConfig:
     #: tokenizer folder or hub id ("" = name_or_path); "train" = a byte-level BPE trained on
     #: the training data in-process (tiny recipes)
     tokenizer: str = ""
+    #: vocabulary size of a tokenizer trained in-process (tokenizer: train)
     tokenizer_vocab_size: int = 1024
     #: auto: the tokenizer's own template, else the built-in llama3 one when the tokenizer has
     #: Llama-3 header tokens, else none (plain prompts); none; llama3; or a .jinja file
@@ -64,19 +85,26 @@ class ModelConfig:
     attn_implementation: Literal[
         "auto", "chunkwise_varlen", "sdpa", "eager", "flash_attention_2", "flash_attention_3"
     ] = "auto"
+    #: recompute activations in the backward pass instead of keeping them
     gradient_checkpointing: bool = True
     #: with gradient_checkpointing: keep the checkpointed layer inputs in CPU memory (long contexts)
     activation_offload: bool = False
     #: Liger kernels (RMSNorm, RoPE, SwiGLU) and Liger cross-entropy: auto = when installed on CUDA
     liger: Literal["auto", "on", "off"] = "auto"
+    #: run Python code shipped with the checkpoint (only for models you trust)
     trust_remote_code: bool = False
+    #: LoRA settings
     lora: LoraConfig = field(default_factory=LoraConfig)
+
+    def __post_init__(self) -> None:
+        _at_least("tokenizer_vocab_size", self.tokenizer_vocab_size, 64)
 
 
 @dataclass
 class DataConfig:
     #: JSONL files or folders of *.jsonl (LongAlign ``messages`` or Pyramid-Align records)
     paths: list[str] = field(default_factory=list)
+    #: record format: auto (from the records), longalign (messages) or pyramid_align
     format: Literal["auto", "longalign", "pyramid_align"] = "auto"
     #: standard: instruction + document + question -> answer; mapreduce: the MapReduce stages
     mode: Literal["standard", "mapreduce"] = "standard"
@@ -106,6 +134,12 @@ class DataConfig:
     #: findings gets more examples without paying for every chunk again
     reduce_only_paths: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        _at_least("max_length", self.max_length, 16)
+        _at_least("window", self.window, 64)
+        keep = self.no_information_keep
+        _within("no_information_keep", keep, 0 < keep <= 1, "(0, 1]")
+
 
 @dataclass
 class BatchingConfig:
@@ -119,22 +153,35 @@ class BatchingConfig:
     #: pad each row to a multiple of this (8 for tensor cores; sp_size is applied on top)
     pad_to_multiple_of: int = 1
 
+    def __post_init__(self) -> None:
+        _at_least("max_tokens", self.max_tokens, 16)
+        _at_least("batch_size", self.batch_size, 1)
+        _at_least("pad_to_multiple_of", self.pad_to_multiple_of, 1)
+
 
 @dataclass
 class TrainConfig:
+    #: passes over the data (0: max_steps decides)
     epochs: int = 2
     #: stop after this many optimizer steps (0 = epochs x steps per epoch)
     max_steps: int = 0
+    #: peak learning rate
     lr: float = 2e-5
     #: cosine decays to lr x min_lr_ratio
     min_lr_ratio: float = 0.0
+    #: share of the steps spent warming the learning rate up
     warmup_ratio: float = 0.03
     #: overrides warmup_ratio when > 0
     warmup_steps: int = 0
+    #: AdamW weight decay
     weight_decay: float = 0.0
+    #: AdamW betas
     adam_betas: tuple[float, float] = (0.9, 0.95)
+    #: AdamW epsilon
     adam_eps: float = 1e-8
+    #: clip the gradient norm to this
     max_grad_norm: float = 1.0
+    #: micro-batches per optimizer step
     grad_accum: int = 1
     #: sequence: every sequence counts equally (LongAlign); token: every target token does
     loss_weighting: Literal["sequence", "token"] = "sequence"
@@ -143,11 +190,15 @@ class TrainConfig:
     #: mapreduce mode a record's reduce example gets 1/(chunks + collapses + 1) of its weight;
     #: e.g. {reduce: 4.0} raises the reduce step, {map: 0.5} lowers the (many) map examples
     stage_weights: dict[str, float] = field(default_factory=dict)
+    #: seed of data order, dropout and initialisation
     seed: int = 42
+    #: save a checkpoint every this many steps
     save_steps: int = 200
     #: keep this many checkpoints (0 = all)
     save_total_limit: int = 2
+    #: auto: continue from the output folder's last checkpoint; never: start over
     resume: Literal["auto", "never"] = "auto"
+    #: log metrics every this many steps
     log_steps: int = 1
     #: auto: bf16 on CUDA, fp32 on CPU
     precision: Literal["auto", "bf16", "fp32"] = "auto"
@@ -156,13 +207,26 @@ class TrainConfig:
     #: rows of logits per cross-entropy chunk (bounds the fp32 copy of the logits)
     ce_chunk_tokens: int = 8192
 
+    def __post_init__(self) -> None:
+        for key in ("grad_accum", "save_steps", "log_steps", "ce_chunk_tokens"):
+            _at_least(key, getattr(self, key), 1)
+        for key in ("max_steps", "epochs", "warmup_steps", "save_total_limit"):
+            _at_least(key, getattr(self, key), 0)
+        _within("warmup_ratio", self.warmup_ratio, 0 <= self.warmup_ratio < 1, "[0, 1)")
+        _within("min_lr_ratio", self.min_lr_ratio, 0 <= self.min_lr_ratio <= 1, "[0, 1]")
+        if self.lr <= 0:
+            raise InvalidOption("lr", self.lr, "a number > 0")
+
 
 @dataclass
 class WandbConfig:
+    #: wandb project
     project: str = "chunkwise"
     #: auto: $WANDB_MODE if set, else offline
     mode: Literal["auto", "online", "offline", "disabled"] = "auto"
+    #: wandb group
     group: str = ""
+    #: wandb tags
     tags: list[str] = field(default_factory=list)
 
 
@@ -170,11 +234,17 @@ class WandbConfig:
 class Recipe:
     #: where checkpoints, logs and the final model go ("" = runs/train/<run_name>)
     output_dir: str = ""
+    #: the run's name (wandb, the default output_dir)
     run_name: str = "sft"
+    #: what to train
     model: ModelConfig = field(default_factory=ModelConfig)
+    #: what to train on
     data: DataConfig = field(default_factory=DataConfig)
+    #: how examples become micro-batches
     batching: BatchingConfig = field(default_factory=BatchingConfig)
+    #: the optimisation
     train: TrainConfig = field(default_factory=TrainConfig)
+    #: Weights & Biases logging
     wandb: WandbConfig = field(default_factory=WandbConfig)
 
 
@@ -250,24 +320,7 @@ def check_recipe(r: Recipe, *, check_paths: bool = True) -> None:
             "model.tokenizer: a randomly initialised model needs a tokenizer: a folder, "
             "a hub id, or 'train' to train one on the data"
         )
-    for key, value, low in (
-        ("data.max_length", d.max_length, 16),
-        ("batching.max_tokens", b.max_tokens, 16),
-        ("batching.batch_size", b.batch_size, 1),
-        ("batching.pad_to_multiple_of", b.pad_to_multiple_of, 1),
-        ("train.grad_accum", t.grad_accum, 1),
-        ("train.save_steps", t.save_steps, 1),
-        ("train.log_steps", t.log_steps, 1),
-        ("model.tokenizer_vocab_size", m.tokenizer_vocab_size, 64),
-        ("train.ce_chunk_tokens", t.ce_chunk_tokens, 1),
-        ("data.window", d.window, 64),
-        ("train.max_steps", t.max_steps, 0),
-        ("train.epochs", t.epochs, 0),
-        ("train.warmup_steps", t.warmup_steps, 0),
-        ("train.save_total_limit", t.save_total_limit, 0),
-    ):
-        if value < low:
-            raise BadInput(f"{key} must be at least {low}, got {value}")
+    # (one value's range is its section's own check, as the recipe is read)
     if t.epochs < 1 and t.max_steps < 1:
         raise BadInput("train.epochs and train.max_steps are both 0: set one of them")
     if b.strategy == "packed" and b.max_tokens < d.max_length:
@@ -275,12 +328,6 @@ def check_recipe(r: Recipe, *, check_paths: bool = True) -> None:
             f"batching.max_tokens ({b.max_tokens}) is below data.max_length ({d.max_length}): "
             "the longest sequence would not fit in a pack; raise batching.max_tokens"
         )
-    if not 0 <= t.warmup_ratio < 1:
-        raise BadInput(f"train.warmup_ratio must be in [0, 1), got {t.warmup_ratio}")
-    if not 0 <= t.min_lr_ratio <= 1:
-        raise BadInput(f"train.min_lr_ratio must be in [0, 1], got {t.min_lr_ratio}")
-    if not 0 < d.no_information_keep <= 1:
-        raise BadInput(f"data.no_information_keep must be in (0, 1], got {d.no_information_keep}")
     for stage, w in t.stage_weights.items():
         if stage not in STAGES:
             raise BadInput(
@@ -288,8 +335,6 @@ def check_recipe(r: Recipe, *, check_paths: bool = True) -> None:
             )
         if not (isinstance(w, (int, float)) and w >= 0 and w == w and w != float("inf")):
             raise BadInput(f"train.stage_weights.{stage} must be a number >= 0, got {w!r}")
-    if t.lr <= 0:
-        raise BadInput(f"train.lr must be positive, got {t.lr}")
     if d.mode == "mapreduce" and d.format == "longalign":
         raise BadInput(
             "data.mode=mapreduce needs Pyramid-Align records (document, question, "
@@ -302,8 +347,6 @@ def check_recipe(r: Recipe, *, check_paths: bool = True) -> None:
             MapReduce(**d.mapreduce)
         except TypeError as e:
             raise BadInput(f"data.mapreduce: {e}") from None
-    if m.lora.enabled and m.lora.r < 1:
-        raise BadInput(f"model.lora.r must be at least 1, got {m.lora.r}")
 
 
 __all__ = [
