@@ -295,7 +295,9 @@ def test_no_information_keep_subsamples_only_empty_map_examples():
     assert all(keep_map_example(e, 1.0) for e in empty)
     assert all(keep_map_example(ex(i, "map", "17068"), 0.01) for i in range(50))
     assert all(keep_map_example(ex(i, "reduce", "[NO INFORMATION]"), 0.01) for i in range(50))
-    with pytest.raises(BadInput, match=r"no_information_keep=.0. is not valid; expected a number in \(0, 1\]"):
+    with pytest.raises(
+        BadInput, match=r"no_information_keep=.0. is not valid; expected a number in \(0, 1\]"
+    ):
         from chunkwise.train.recipe import load_recipe
 
         load_recipe(Path(__file__).parents[2] / "recipes/tiny/pyramid_align-mapreduce.yaml",
