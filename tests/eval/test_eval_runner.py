@@ -315,7 +315,7 @@ def test_unknown_task_strategy_and_data_are_errors_listing_valid_ones(main, tmp_
     assert "valid scorers: official, lenient" in capsys.readouterr().err
     assert main(argv(tmp_path / "f", "--benchmark", "infinite_bench")) == 2
     err = capsys.readouterr().err
-    assert "unknown benchmark 'infinite_bench'; valid benchmarks: infinitebench" in err
+    assert "unknown benchmark 'infinite_bench'; valid benchmarks: generated, infinitebench," in err
     assert main(argv(tmp_path / "e", model="nosuch:model")) == 2
     assert "unknown backend 'nosuch'" in capsys.readouterr().err
     assert not any((tmp_path / x).exists() for x in "abcdef")  # checked before anything is written

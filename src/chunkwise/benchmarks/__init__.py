@@ -8,6 +8,7 @@ loader returns the one example type, :class:`Example`, in a :class:`TaskData`.
 from chunkwise.benchmarks.registry import (
     BENCHMARKS,
     Benchmark,
+    Templates,
     checked,
     discover,
     get_benchmark,
@@ -20,6 +21,7 @@ __all__ = [
     "Benchmark",
     "Example",
     "TaskData",
+    "Templates",
     "checked",
     "discover",
     "get_benchmark",

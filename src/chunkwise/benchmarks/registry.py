@@ -13,11 +13,25 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from chunkwise.benchmarks.checks import check_examples
 from chunkwise.benchmarks.types import TaskData
 from chunkwise.errors import BadInput
+
+
+class Templates(Protocol):
+    """A benchmark's official prompt templates (``--prompt-source``), as its
+    :attr:`Benchmark.load_templates` returns them."""
+
+    def describe(self) -> dict[str, Any]:
+        """What identifies them in results.json (source file, family, hashes)."""
+        ...
+
+
+def _auto_is_none(extract: str, strategy: str | None) -> str:
+    """The default :attr:`Benchmark.resolve_extract`: ``auto`` is the text as it is."""
+    return "none" if extract == "auto" else extract
 
 
 @dataclass(frozen=True)
@@ -47,11 +61,25 @@ class Benchmark:
     available_tasks: Callable[[Any], Sequence[str]] | None = None
     #: ``load_templates(path, family) -> templates`` for ``--prompt-source`` (official prompt
     #: files); ``build_query`` then takes ``templates=``. None: the benchmark has none
-    load_templates: Callable[[str, str], Any] | None = None
+    load_templates: Callable[[str, str], Templates] | None = None
     #: ``extract_answer(task, text, extract) -> text`` the scorer reads (recorded per sample)
     extract_answer: Callable[[str, str, str], str] | None = None
     #: ``task_config(task, kind, templates) -> dict`` what defines a task's prompts (hashed)
-    task_config: Callable[[str, str, Any], dict[str, Any]] | None = None
+    task_config: Callable[[str, str, Templates | None], dict[str, Any]] | None = None
+    #: ``resolve_extract(extract, strategy) -> extractor``: what ``extract: auto`` means for
+    #: output written by ``strategy``'s prompts (any other name stands for itself); default:
+    #: ``auto`` is ``none``
+    resolve_extract: Callable[[str, str | None], str] = _auto_is_none
+    #: ``reads_raw(extract) -> bool``: whether the extractor reads the last model call's raw
+    #: text (a prediction line's ``raw_output``) rather than the strategy's answer
+    reads_raw: Callable[[str], bool] = lambda extract: False
+    #: answer markers a completion scaffold may end with: a prediction's ``raw_output`` puts the
+    #: one its last prompt ended with back in front of the reply (as raw-reading extractors
+    #: expect); ``Answer:`` is every strategy's default answer prefix
+    answer_markers: tuple[str, ...] = ("Answer:",)
+    #: the Hub revision ``--data hub`` reads when no ``--revision`` is given, pinned in the run's
+    #: config.yaml; None: the loader picks, and the config leaves it unset
+    hub_revision: str | None = None
 
     def all_tasks(self, data_spec: Any) -> list[str]:
         if self.available_tasks is None:
@@ -122,7 +150,8 @@ def get_benchmark(name: str) -> Benchmark:
     """The registered benchmark ``name``; its ``load`` checks the examples it returns."""
     factory = BENCHMARKS.get(name) or discover().get(name)
     if factory is None:
-        raise BadInput(f"unknown benchmark {name!r}; valid benchmarks: {', '.join(BENCHMARKS)}")
+        valid = ", ".join(sorted(BENCHMARKS))  # sorted: the same list whatever was imported first
+        raise BadInput(f"unknown benchmark {name!r}; valid benchmarks: {valid}")
     return checked(factory())
 
 
@@ -144,6 +173,7 @@ def checked(bench: Benchmark) -> Benchmark:
 __all__ = [
     "BENCHMARKS",
     "Benchmark",
+    "Templates",
     "checked",
     "discover",
     "get_benchmark",

@@ -134,10 +134,10 @@ class EvalConfig:
         if not str(self.output).strip():
             raise BadInput("output (the run folder) is empty")
         revision = self.revision
-        if self.data.strip() == "hub" and revision is None and self.benchmark == "infinitebench":
-            from chunkwise.benchmarks.infinitebench.loader import HUB_REVISION
+        if self.data.strip() == "hub" and revision is None:
+            from chunkwise.benchmarks import get_benchmark
 
-            revision = HUB_REVISION
+            revision = get_benchmark(self.benchmark).hub_revision
         return dataclasses.replace(
             self,
             tasks=tasks,

@@ -1,7 +1,8 @@
 """A finished run's predictions -> results.json and the per-sample files.
 
-Every prediction is scored with the session's scorer and extractor (the raw output when the
-extractor reads raw text), each task gets its bootstrap interval, config and config hash, and
+What the report reads of a run is a :class:`RunContext`, which the runner builds. Every
+prediction is scored with the run's scorer and extractor (the raw output when the benchmark
+says the extractor reads raw text), each task gets its bootstrap interval, config and config hash, and
 the whole is assembled in lm-eval's layout (:mod:`.results`). A fresh run in which every
 example failed is refused here, and what it wrote is removed, so that the corrected command
 can use the same folder.
@@ -12,11 +13,13 @@ from __future__ import annotations
 import json
 import platform
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chunkwise.benchmarks.infinitebench.extractors import reads_raw
+from chunkwise.benchmarks import Benchmark, Templates
 from chunkwise.errors import BadInput
+from chunkwise.eval.config import EvalConfig
 from chunkwise.eval.results import (
     STAT_KEYS,
     average_block,
@@ -34,39 +37,59 @@ from chunkwise.eval.run_dir import main_file, merge, read_records, stored_config
 from chunkwise.io import atomic_write_text
 
 
-def score_record(s: Any, task: str, rec: dict[str, Any]) -> tuple[str, float]:
+@dataclass(frozen=True)
+class RunContext:
+    """What the report needs to know of a run, built by the runner once the model is known."""
+
+    #: the run's resolved config (scorer, seed, strategy, what results.json records)
+    cfg: EvalConfig
+    #: the benchmark whose scorer, extractors and task configs the report uses
+    bench: Benchmark
+    #: the extractor in use (``auto`` already resolved by the benchmark)
+    extract: str
+    #: the prompts asked for: chat | base
+    kind: str
+    #: the run folder
+    out: Path
+    #: how many ranks answered (each wrote its own shard)
+    world_size: int = 1
+    #: the official templates (``--prompt-source``) as the benchmark loaded them; None: ours
+    templates: Templates | None = None
+
+
+def score_record(run: RunContext, task: str, rec: dict[str, Any]) -> tuple[str, float]:
     """(the extracted text, its score in [0, 1]) for a prediction line."""
     text = rec["prediction"]
-    if reads_raw(s.extract) and isinstance(rec.get("raw_output"), str):
+    if run.bench.reads_raw(run.extract) and isinstance(rec.get("raw_output"), str):
         text = rec["raw_output"]
-    score = s.bench.score(task, text, rec["ground_truth"], s.cfg.scorer, s.extract)
-    return s.bench.extracted(task, text, s.extract), float(score)
+    score = run.bench.score(task, text, rec["ground_truth"], run.cfg.scorer, run.extract)
+    return run.bench.extracted(task, text, run.extract), float(score)
 
 
 # --------------------------------------------------------------------------------------------
 # merge, score, results
 
 
-def _templates_info(s: Any) -> dict[str, Any]:
-    if s.templates is not None:
-        return {"kind": "official", **s.templates.describe()}
-    return {"kind": "chunkwise", "version": s.bench.prompt_version()}
+def _templates_info(run: RunContext) -> dict[str, Any]:
+    if run.templates is not None:
+        return {"kind": "official", **run.templates.describe()}
+    return {"kind": "chunkwise", "version": run.bench.prompt_version()}
 
 
-def _task_config(s: Any, task: str, source: Any) -> dict[str, Any]:
-    cfg = s.cfg
+def _task_config(run: RunContext, task: str, source: Any) -> dict[str, Any]:
+    cfg = run.cfg
     prompt = (
-        s.bench.task_config(task, s.kind, s.templates)
-        if s.bench.task_config is not None
-        else {"version": s.bench.prompt_version()}
+        run.bench.task_config(task, run.kind, run.templates)
+        if run.bench.task_config is not None
+        else {"version": run.bench.prompt_version()}
     )
     return {
-        "benchmark": s.bench.name,
+        "benchmark": run.bench.name,
         "task": task,
         "data": source,
         "limit": cfg.limit,
         "scorer": cfg.scorer,
-        "extract": s.extract,
+        "extract": run.extract,
         "strategy": cfg.strategy,
         "strategy_args": dict(cfg.strategy_args),
         "context_window": cfg.context_window,
@@ -92,7 +115,7 @@ def _clear_failed_run(out: Path, tasks: list[str]) -> None:
 
 
 def finish(
-    s: Any,
+    run: RunContext,
     tasks: list[str],
     examples: dict[str, list[dict]],
     sources: dict[str, Any],
@@ -100,7 +123,7 @@ def finish(
     model_info: dict[str, Any],
     resumed: bool,
 ) -> dict[str, Any]:
-    cfg, bench, out = s.cfg, s.bench, s.out
+    cfg, bench, out = run.cfg, run.bench, run.out
     per_task: dict[str, Any] = {}
     stats: dict[str, Any] = {}
     shards: dict[str, Any] = {}
@@ -112,16 +135,16 @@ def finish(
         records, counts = merge(out, task, [ex["id"] for ex in examples[task]])
         if counts:
             shards[task] = counts
-        scored[task] = [(r, *score_record(s, task, r)) for r in records]
+        scored[task] = [(r, *score_record(run, task, r)) for r in records]
         per_task[task] = task_block(
             bench.display.get(task, task),
             [sc for _, _, sc in scored[task]],
             sum(1 for r in records if r.get("error")),
             cfg.scorer,
-            s.extract,
+            run.extract,
             cfg.seed,
         )
-        configs[task] = _task_config(s, task, sources[task])
+        configs[task] = _task_config(run, task, sources[task])
         per_example = [r.get("stats") or {} for r in records]
         every_example.extend(per_example)
         stats[task] = stat_block(stat_sums(per_example), len(records))
@@ -139,12 +162,12 @@ def finish(
             f"error ({failed[0]['id']!r}): {failed[0]['error']}"
         )
     write_config(out, cfg)  # refresh the keys a rerun may change (scorer, extract, wandb)
-    path = results_path(out, cfg.scorer, s.extract)
+    path = results_path(out, cfg.scorer, run.extract)
     files: dict[str, Any] = {"results": path.name, "samples": None}
     if cfg.log_samples:
         folder = samples_dir(path)
         for task in tasks:
-            atomic_write_text(folder / f"{task}.jsonl", _samples_text(s, scored[task]))
+            atomic_write_text(folder / f"{task}.jsonl", _samples_text(run, scored[task]))
         files["samples"] = folder.name
     stats["all"] = stat_block(stat_sums(every_example), len(every_example))
     return {
@@ -154,7 +177,7 @@ def finish(
         "n-samples": {t: {"original": totals[t], "effective": per_task[t]["n"]} for t in tasks},
         "configs": configs,
         "task_hashes": {t: sha256_of(configs[t]) for t in tasks},
-        "templates": _templates_info(s),
+        "templates": _templates_info(run),
         "strategy_stats": stats,
         "data": sources,
         "config": stored_config(cfg),
@@ -165,7 +188,7 @@ def finish(
             "prompt_versions": sorted(prompt_versions),
         },
         "model": model_info,
-        "distributed": {"world_size": s.dist.world, "shard_lines": shards},
+        "distributed": {"world_size": run.world_size, "shard_lines": shards},
         "files": files,
         "versions": versions(),
         **git_info(),
@@ -174,7 +197,7 @@ def finish(
     }
 
 
-def _samples_text(s: Any, scored: list[tuple[dict[str, Any], str, float]]) -> str:
+def _samples_text(run: RunContext, scored: list[tuple[dict[str, Any], str, float]]) -> str:
     rows = []
     for r, extracted, score in scored:
         row = {
@@ -185,8 +208,8 @@ def _samples_text(s: Any, scored: list[tuple[dict[str, Any], str, float]]) -> st
             "extracted": extracted,
             "ground_truth": r["ground_truth"],
             "score": score,
-            "scorer": s.cfg.scorer,
-            "extract": s.extract,
+            "scorer": run.cfg.scorer,
+            "extract": run.extract,
         }
         if r.get("error"):
             row["error"] = r["error"]
@@ -194,14 +217,14 @@ def _samples_text(s: Any, scored: list[tuple[dict[str, Any], str, float]]) -> st
     return "".join(rows)
 
 
-def wandb_samples(s: Any, tasks: list[str]) -> dict[str, list]:
+def wandb_samples(run: RunContext, tasks: list[str]) -> dict[str, list]:
     """Per-sample rows for wandb: id, question, prediction, extracted, reference, score, stats."""
     rows: dict[str, list] = {}
     for task in tasks:
         rows[task] = []
-        for r in read_records(main_file(s.out, task)):
+        for r in read_records(main_file(run.out, task)):
             st = r.get("stats", {})
-            extracted, score = score_record(s, task, r)
+            extracted, score = score_record(run, task, r)
             rows[task].append(
                 {
                     "id": r["id"],
@@ -216,4 +239,4 @@ def wandb_samples(s: Any, tasks: list[str]) -> dict[str, list]:
     return rows
 
 
-__all__ = ["finish", "score_record", "wandb_samples"]
+__all__ = ["RunContext", "finish", "score_record", "wandb_samples"]

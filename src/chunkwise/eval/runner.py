@@ -13,12 +13,12 @@
 Any registered strategy is a decoding mode: the runner builds it from its name and options and
 calls ``answer(document, query, llm)``; nothing here knows one strategy from another. The model
 it hands over records every call (:mod:`.recording`), which gives each prediction its exact
-prompt(s) and the raw text of the last call. Scoring reads that raw text when the extractor
-asks for it. ``extract: auto`` picks the extractor for the reply format of the strategy's prompt
-sets (:data:`~chunkwise.benchmarks.infinitebench.extractors.AUTO_EXTRACT`): under mapreduce,
-the strategy's parsed answer (``parsed``), which is what our prompts' ``Answer:`` field holds;
-LLM×MapReduce's own processing (``mapreduce``) is for the reference's outputs and is asked for
-by name.
+prompt(s) and the raw text of the last call. Scoring reads that raw text when the benchmark
+says the extractor does (:attr:`~chunkwise.benchmarks.Benchmark.reads_raw`), and the benchmark
+says what ``extract: auto`` means under the run's strategy
+(:attr:`~chunkwise.benchmarks.Benchmark.resolve_extract`; InfiniteBench's: the strategy's parsed
+answer under mapreduce). What the report reads of the run is a
+:class:`~chunkwise.eval.report.RunContext`.
 
 Order of work: config, benchmark, tasks, scoring, templates and strategy are checked; then the
 data is loaded and checked (sources that need no tokenizer) before the model is; config.yaml
@@ -47,13 +47,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chunkwise.benchmarks import Benchmark, get_benchmark
-from chunkwise.benchmarks.infinitebench.extractors import ANSWER_MARKERS, resolve_extract
+from chunkwise.benchmarks import Benchmark, Templates, get_benchmark
 from chunkwise.errors import BadInput, ChunkwiseError, LLMRequestError, MissingDependency
 from chunkwise.eval.config import RESUME_EXEMPT, EvalConfig, take
 from chunkwise.eval.distributed import Dist
 from chunkwise.eval.recording import RecordingLLM
-from chunkwise.eval.report import finish, score_record, wandb_samples
+from chunkwise.eval.report import RunContext, finish, score_record, wandb_samples
 from chunkwise.eval.rescore import rescore_model_info
 from chunkwise.eval.results import stat_block, stat_sums
 from chunkwise.eval.run_dir import (
@@ -93,17 +92,13 @@ def make_strategy(cfg: EvalConfig):
 
 @dataclass
 class _Session:
-    cfg: EvalConfig
-    bench: Benchmark
+    #: what the report reads too
+    run: RunContext
     strategy: Any
     llm: RecordingLLM
-    kind: str
     window: int
     dist: Dist
-    out: Path
     progress: bool
-    extract: str
-    templates: Any = None
     config_written: bool = False
 
 
@@ -116,7 +111,7 @@ class _Plan:
     tasks: list[str]
     data_spec: Any
     extract: str
-    templates: Any
+    templates: Templates | None
     strategy: Any
     #: the strategy's resolved options and where each came from (recorded in results.json)
     options: Any = None
@@ -129,7 +124,7 @@ def _plan(cfg: EvalConfig) -> _Plan:
         tasks = bench.check_tasks(bench.all_tasks(data_spec))
     else:
         tasks = bench.check_tasks(cfg.tasks)
-    extract = resolve_extract(cfg.extract, cfg.strategy)
+    extract = bench.resolve_extract(cfg.extract, cfg.strategy)
     if cfg.extract == "auto" and extract not in bench.extractors:
         extract = "none"
     bench.check_scoring(cfg.scorer, extract)
@@ -214,19 +209,16 @@ def _run_eval(
         else:
             kind = cfg.prompts if cfg.prompts != "auto" else ("chat" if llm.chat else "base")
             window = plan.strategy.effective_window(llm)
-        s = _Session(
-            cfg,
-            plan.bench,
-            plan.strategy,
-            RecordingLLM(llm),
-            kind,
-            window,
-            dist,
-            out,
-            progress,
-            plan.extract,
-            plan.templates,
+        run = RunContext(
+            cfg=cfg,
+            bench=plan.bench,
+            extract=plan.extract,
+            kind=kind,
+            out=out,
+            world_size=dist.world,
+            templates=plan.templates,
         )
+        s = _Session(run, plan.strategy, RecordingLLM(llm), window, dist, progress)
         for task in plan.tasks:
             count = llm.count_tokens if llm is not None else None  # None: rescoring
             td = loaded.pop(task, None) or _load(plan, task, count)
@@ -242,7 +234,7 @@ def _run_eval(
     dist.barrier()  # every rank's shard is complete
     if not dist.is_main:
         return None
-    results = finish(s, plan.tasks, examples, sources, totals, model_info, resumed)
+    results = finish(s.run, plan.tasks, examples, sources, totals, model_info, resumed)
     results["strategy"].update(plan.options.record())
     results["timing"] = {
         "model_load_seconds": round(load_s, 3),
@@ -258,7 +250,7 @@ def _run_eval(
     if cfg.wandb:
         from chunkwise.eval.wandb_log import log_eval
 
-        log_eval(out, results, wandb_samples(s, plan.tasks), results_file=path)
+        log_eval(out, results, wandb_samples(s.run, plan.tasks), results_file=path)
     return results
 
 
@@ -282,7 +274,7 @@ def _model_info(cfg: EvalConfig, llm: Any, kind: str, window: int) -> dict[str, 
 def _generate(s: _Session, task: str, examples: list[dict[str, Any]]) -> None:
     from tqdm import tqdm
 
-    out, dist = s.out, s.dist
+    out, dist = s.run.out, s.dist
     valid = {ex["id"] for ex in examples}
     mine = main_file(out, task) if dist.world == 1 else shard_file(out, task, dist.rank)
     retried = drop_errored(mine)
@@ -318,12 +310,12 @@ def _generate(s: _Session, task: str, examples: list[dict[str, Any]]) -> None:
         with bar:
             for rec in _answers(s, task, todo):
                 if not s.config_written:  # the first prediction exists: now the run does too
-                    write_config(out, s.cfg)
+                    write_config(out, s.run.cfg)
                     s.config_written = True
                 if app is None:
                     app = JsonlAppender(mine)
                 app.write(rec)
-                got += score_record(s, task, rec)[1]
+                got += score_record(s.run, task, rec)[1]
                 n += 1
                 bar.set_postfix(score=f"{100 * got / n:.1f}", refresh=False)
                 bar.update(1)
@@ -337,7 +329,7 @@ def _answers(s: _Session, task: str, todo: list[dict[str, Any]]) -> Iterator[dic
     """Prediction records of ``todo``: one at a time, in data order, or with ``parallel`` > 1
     that many at once (each in its own thread, their model calls merged into one batch by
     :class:`~chunkwise.llm.coalescing.CoalescingLLM`), in the order they finish."""
-    if s.cfg.parallel <= 1 or len(todo) < 2:
+    if s.run.cfg.parallel <= 1 or len(todo) < 2:
         for ex in todo:
             yield _predict(s, task, ex, s.llm)
         return
@@ -345,19 +337,19 @@ def _answers(s: _Session, task: str, todo: list[dict[str, Any]]) -> Iterator[dic
 
     shared = CoalescingLLM(s.llm.wrapped())
     work = lambda ex: _predict(s, task, ex, RecordingLLM(shared))  # noqa: E731
-    for _ex, rec in run_each(todo, work, shared, s.cfg.parallel):
+    for _ex, rec in run_each(todo, work, shared, s.run.cfg.parallel):
         if isinstance(rec, BaseException):
             raise rec  # the model is unreachable or broken: stop; a rerun resumes
         yield rec
 
 
 def _predict(s: _Session, task: str, ex: dict[str, Any], llm: RecordingLLM) -> dict[str, Any]:
-    cfg = s.cfg
+    cfg, bench, templates = s.run.cfg, s.run.bench, s.run.templates
     question, error, text, stats, trace = "", None, "", {}, []
     llm.reset()
     try:
-        extra = {"templates": s.templates} if s.templates is not None else {}
-        query = s.bench.build_query(task, ex, s.kind, s.window, **extra)
+        extra = {"templates": templates} if templates is not None else {}
+        query = bench.build_query(task, ex, s.run.kind, s.window, **extra)
         if cfg.truncation != query.truncation:
             query = dataclasses.replace(query, truncation=cfg.truncation)
         question = query.render()
@@ -372,7 +364,7 @@ def _predict(s: _Session, task: str, ex: dict[str, Any], llm: RecordingLLM) -> d
     rec: dict[str, Any] = {
         "id": ex["id"],
         "prediction": text,
-        "raw_output": llm.raw_output(ANSWER_MARKERS),
+        "raw_output": llm.raw_output(bench.answer_markers),
         "ground_truth": ex["answer"],
         "strategy": cfg.strategy,
         "model": redact(cfg.model),

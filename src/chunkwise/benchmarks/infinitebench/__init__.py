@@ -16,7 +16,13 @@ from chunkwise.benchmarks.registry import Benchmark, register_benchmark
 
 
 def _infinitebench() -> Benchmark:
-    from chunkwise.benchmarks.infinitebench import loader, metrics, questions, templates
+    from chunkwise.benchmarks.infinitebench import (
+        extractors,
+        loader,
+        metrics,
+        questions,
+        templates,
+    )
 
     def score(task: str, prediction: str, ground_truth: Any, scorer: str, extract: str) -> float:
         text = metrics.EXTRACTORS[extract](task, prediction)
@@ -41,6 +47,10 @@ def _infinitebench() -> Benchmark:
         load_templates=templates.load_templates,
         extract_answer=lambda task, text, extract: metrics.EXTRACTORS[extract](task, text),
         task_config=questions.task_config,
+        resolve_extract=extractors.resolve_extract,
+        reads_raw=extractors.reads_raw,
+        answer_markers=extractors.ANSWER_MARKERS,
+        hub_revision=loader.HUB_REVISION,
     )
 
 
