@@ -43,12 +43,12 @@ def _ledger_entries(path: Path) -> Iterator[dict[str, Any]]:
 def _check_entry(entry: dict[str, Any], where: str) -> None:
     records = entry.get("records")
     problem = None
-    if not isinstance(entry.get("document"), str):
-        problem = "'document' is not text"
-    elif records is not None and not (
+    if records is not None and not (
         isinstance(records, list) and all(isinstance(r, dict) for r in records)
     ):
         problem = "'records' is not a list of objects"
+    elif records and not isinstance(entry.get("document"), str):
+        problem = "'document' is not text"  # a skipped document has none, and no records
     elif entry.get("pyramid") is not None and (
         not isinstance(entry["pyramid"], dict) or "source_id" not in entry
     ):
