@@ -9,7 +9,7 @@ four-field protocol), so ``self`` means: no confidence at all, every finding rea
 ``none``). ``off`` is the explicit no-confidence ablation.
 
 Each variant is a ``chunkwise eval`` run of the ``infinitebench`` passkey task on the same
-documents (:mod:`chunkwise.eval.cell`), in ``--out/<model>/passkey-<length>-n<n>/<variant>``;
+documents (:mod:`chunkwise.experiments.cell`), in ``--out/<model>/passkey-<length>-n<n>/<variant>``;
 a rerun reads finished variants. Prints per variant its accuracy with n and 95% Wilson
 interval, wall seconds and each answer's confidence source; and each variant against ``off``
 on the same documents (paired difference with its bootstrap interval, exact McNemar p);
@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chunkwise.eval.cell import (
+from chunkwise.experiments.cell import (
     finished,
     model_folder,
     predictions,

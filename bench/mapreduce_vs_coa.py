@@ -12,7 +12,7 @@ One passkey document of ``--length`` tokens (needle in the middle), one question
              chunks in parallel vs one after another
 
 Each run is a ``chunkwise eval`` run of the ``infinitebench`` passkey task on that document
-(:mod:`chunkwise.eval.cell`), in ``--out/<model>/passkey-<length>-seed<seed>/<run>-w<window>``;
+(:mod:`chunkwise.experiments.cell`), in ``--out/<model>/passkey-<length>-seed<seed>/<run>-w<window>``;
 a rerun reads finished runs. Per run: wall seconds (the strategy's), LLM calls, prompt and
 completion tokens, chunks, the answer and whether it is right; and the ratios coa / mr and
 coa_same / mr of wall time. Prints one JSON line per run, then one JSON object.
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chunkwise.eval.cell import (
+from chunkwise.experiments.cell import (
     model_folder,
     predictions,
     run_cell,

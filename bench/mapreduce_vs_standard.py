@@ -13,7 +13,7 @@ Runs:
   (a) standard, the model's full window   (b) standard, 8K window   (c) mapreduce, 8K window
 
 Every (model, length, run) cell is a ``chunkwise eval`` run on those documents
-(:mod:`chunkwise.eval.cell`): the benchmark's prompts and scorer, predictions and results.json
+(:mod:`chunkwise.experiments.cell`): the benchmark's prompts and scorer, predictions and results.json
 in a run folder of its own. Per cell: accuracy with its n and 95% Wilson interval, wall
 seconds (the strategy's, summed over the documents), and the floor = document tokens / the
 backend's best measured prefill rate (one 1000-token prompt, and a wave of map-sized prompts
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput
-from chunkwise.eval.cell import finished, model_folder, run_cell, write_examples
+from chunkwise.experiments.cell import finished, model_folder, run_cell, write_examples
 from chunkwise.io import atomic_write_json, read_json
 from chunkwise.llm import GenerationParams, Request, load_llm
 from chunkwise.tables import estimate, markdown_table

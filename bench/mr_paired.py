@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from chunkwise.eval.ledger import Ledger
+from chunkwise.experiments.ledger import Ledger
 from chunkwise.stats import (
     bootstrap_interval,
     bootstrap_means,

@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 
 from chunkwise.data.families import HELDOUT_FAMILY, HELDOUT_SEED, get_family
-from chunkwise.eval.ledger import Ledger, ledger_key
 from chunkwise.eval.plots import interval_bars
+from chunkwise.experiments.ledger import Ledger, ledger_key
 from chunkwise.llm import load_llm
 from chunkwise.llm.loading import model_identity
 from chunkwise.stats import bootstrap_interval, paired_bootstrap

@@ -94,8 +94,8 @@ from typing import Any
 import numpy as np
 
 from chunkwise.data import multihop as mh
-from chunkwise.eval.ledger import Ledger, ledger_key
 from chunkwise.eval.plots import interval_bars
+from chunkwise.experiments.ledger import Ledger, ledger_key
 from chunkwise.llm import LLM, Completion, Request, load_llm
 from chunkwise.prompts import prompt_set
 from chunkwise.stats import mcnemar_exact, paired_bootstrap, wilson_interval

@@ -75,7 +75,7 @@ sys.path.insert(0, str(REPO / "src"))
 from chunkwise.benchmarks.leval.loader import load_leval  # noqa: E402
 from chunkwise.benchmarks.leval.scoring import build_query, score_answer  # noqa: E402
 from chunkwise.data.families import get_family, reference_sections, span_questions  # noqa: E402
-from chunkwise.eval.ledger import Ledger, ledger_key  # noqa: E402
+from chunkwise.experiments.ledger import Ledger, ledger_key  # noqa: E402
 from chunkwise.io import atomic_write_text  # noqa: E402
 from chunkwise.stats import bootstrap_interval  # noqa: E402
 from chunkwise.strategies import Query, clustering, get_strategy  # noqa: E402

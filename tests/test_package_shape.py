@@ -41,6 +41,7 @@ LAYERS: list[set[str]] = [
     {"benchmarks"},  # one package per benchmark
     {"synth", "train"},  # making training data, training
     {"eval"},  # the evaluation harness
+    {"experiments"},  # what the bench scripts share: a cell as an eval run, the ledger
     {"serve"},  # the OpenAI-compatible server
     {"demo"},  # the whole loop at laptop scale
     {"commands", "cli", "__main__"},  # the command line

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chunkwise.eval.ledger import Ledger
+from chunkwise.experiments.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,8 +23,8 @@ Fuzzed here (none was before):
   eval.results.results_path, eval.rescore.stored_model_info:
     results*.json of a run folder .............................. test_run_folder_results_json
   eval metrics (`chunkwise score`): a predictions file ......... test_score_predictions_file
-  eval.ledger.Ledger: benchmark ledgers (JSONL) ................ test_eval_ledger
-  eval.answer_relevance.score_predictions_file ................. test_answer_relevance_file
+  experiments.ledger.Ledger: bench ledgers (JSONL) ............ test_eval_ledger
+  benchmarks.answer_relevance.score_predictions_file .......... test_answer_relevance_file
   eval.provenance (chunkwise_model.json, adapter_config.json) .. test_model_folder_metadata
   llm.hf._base_of_adapter, llm.vllm_backend._adapter_base /
     _adapter_rank, llm.merged.adapter_config / needs_merge:
@@ -350,7 +350,7 @@ LEDGER_ROWS = [{"key": f'["m", {i}]', "score": 0.5, "n": 3} for i in range(3)]
 @FUZZ
 @given(raw=jsonl_bytes(LEDGER_ROWS), readonly=st.booleans())
 def test_eval_ledger(root, raw, readonly):
-    from chunkwise.eval.ledger import Ledger
+    from chunkwise.experiments.ledger import Ledger
 
     path = fresh(root, "ledger") / "ledger.jsonl"
     path.write_bytes(raw)
@@ -367,7 +367,7 @@ class _Judge:
     """Stands in for the judge: every answer gets a score of 0.5."""
 
     def score_many(self, pairs):
-        from chunkwise.eval.answer_relevance import Relevance
+        from chunkwise.benchmarks.answer_relevance import Relevance
 
         return [Relevance(0.5, [q], [0.5]) for q, _ in pairs]
 
@@ -375,7 +375,7 @@ class _Judge:
 @FUZZ
 @given(raw=jsonl_bytes([{"id": i, "question": "Who?", "prediction": "Marie"} for i in range(3)]))
 def test_answer_relevance_file(root, raw):
-    from chunkwise.eval.answer_relevance import score_predictions_file
+    from chunkwise.benchmarks.answer_relevance import score_predictions_file
 
     path = fresh(root, "rel") / "predictions.jsonl"
     path.write_bytes(raw)

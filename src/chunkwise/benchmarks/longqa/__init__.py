@@ -8,7 +8,7 @@ NarrativeQA, as one benchmark with tasks ``en_qa``, ``en_mc`` and ``narrativeqa`
 
 Answer relevance (the Chow–Liu paper's metric for LongQA and NarrativeQA) needs a judge model,
 so it runs over a finished run's predictions:
-``python -m chunkwise.eval.answer_relevance runs/NAME/predictions/TASK.jsonl --judge SPEC``.
+``python -m chunkwise.benchmarks.answer_relevance runs/NAME/predictions/TASK.jsonl --judge SPEC``.
 """
 
 from __future__ import annotations

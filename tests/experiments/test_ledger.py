@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from chunkwise.eval.ledger import Ledger, ledger_key
+from chunkwise.experiments.ledger import Ledger, ledger_key
 
 
 def test_rows_survive_a_new_ledger_and_keys_are_stable(tmp_path):

@@ -7,14 +7,14 @@ import math
 
 import pytest
 
-from chunkwise.embed import HashingEmbedder
-from chunkwise.eval.answer_relevance import (
+from chunkwise.benchmarks.answer_relevance import (
     AnswerRelevance,
     looks_noncommittal,
     main,
     parse_judgement,
     summarize,
 )
+from chunkwise.embed import HashingEmbedder
 from chunkwise.llm.scripted import ScriptedLLM
 
 

@@ -1,4 +1,4 @@
-"""chunkwise.eval.cell: a bench cell is an eval run on the bench's own examples."""
+"""chunkwise.experiments.cell: a bench cell is an eval run on the bench's own examples."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from chunkwise.eval import cell
+from chunkwise.experiments import cell
 from chunkwise.llm import load_llm
 
 MODEL = "scripted:passkey?ctx=4096"

@@ -1,5 +1,9 @@
 """Answer relevance in the Ragas manner, implemented here (no ragas package, no network).
 
+A QA metric beside :mod:`.qa_metrics` (the Chow–Liu paper's for LongQA and NarrativeQA), that
+no benchmark's scorer calls: it needs a judge model, so it runs over a finished run's
+predictions of any benchmark whose lines carry the question.
+
 For an (question, answer) pair a judge model writes ``k`` questions that the answer would
 answer, and says whether the answer is noncommittal (evasive, vague, "I don't know"). The score
 is the mean cosine similarity between the real question and the generated ones, under the
@@ -17,7 +21,7 @@ would write the same question ``k`` times.
 
 Command line, over a run's predictions (their lines carry ``question`` and ``prediction``)::
 
-    python -m chunkwise.eval.answer_relevance runs/NAME/predictions/TASK.jsonl \\
+    python -m chunkwise.benchmarks.answer_relevance runs/NAME/predictions/TASK.jsonl \\
         --judge hf:default --embedder minilm --k 3
 """
 
@@ -268,7 +272,7 @@ def score_predictions_file(
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m chunkwise.eval.answer_relevance",
+        prog="python -m chunkwise.benchmarks.answer_relevance",
         description="Ragas-style answer relevance of a predictions file, with any judge model.",
     )
     ap.add_argument("predictions", help="JSONL with 'question' and 'prediction' per line")
