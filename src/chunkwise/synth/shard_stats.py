@@ -94,7 +94,7 @@ def shard_stats(entries: Iterable[dict[str, Any]], runs: list[dict[str, Any]]) -
             "calls": all_calls,
             "prompt_tokens": int(sum(t["prompt_tokens"] for t in llm_total.values())),
             "completion_tokens": int(sum(t["completion_tokens"] for t in llm_total.values())),
-            "summary_calls_per_leaf": round(summary_calls / sum(leaves), 4) if leaves else 0.0,
+            "summary_calls_per_leaf": round(summary_calls / sum(leaves), 4) if sum(leaves) else 0.0,
         },
         "questions": {"generated": q_generated, "kept": examples, "dropped": dict(q_dropped)},
         "repairs": dict(repairs),
