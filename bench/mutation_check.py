@@ -57,7 +57,7 @@ DEFAULT_TESTS = (
     "tests/strategies/test_grounding.py",
     "tests/strategies/test_coa_mr_prompts.py",
     "tests/faults/test_faults_outputs.py",
-    "tests/eval/test_mapreduce_scoring.py",
+    "tests/benchmarks/infinitebench/test_mapreduce_scoring.py",
 )
 
 _CMP_SWAP = {

@@ -52,3 +52,12 @@ def test_recheck_of_a_missing_empty_or_malformed_result_says_so(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"survivors": ["src/chunkwise/strategies/mapreduce.py no line"]}))
     assert f"--recheck {bad}: not a mutation_check --json result" in recheck(bad)
+
+
+def test_the_default_files_and_tests_exist():
+    """A moved test file would fail the unmutated baseline (the check refuses to start), and a
+    moved source file would be mutated nowhere: both lists must follow the code."""
+    bench = load_bench("mutation_check")
+    missing = [t for t in bench.DEFAULT_TESTS if not (ROOT / t).is_file()]
+    missing += [f for f in bench.DEFAULT_FILES if not (ROOT / "src" / "chunkwise" / f).is_file()]
+    assert not missing, missing
