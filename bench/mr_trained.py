@@ -375,6 +375,19 @@ def _cell_text(c: dict[str, Any] | None) -> str:
     return "" if c is None else estimate(c["accuracy"], *c["ci95"])
 
 
+def cells_table(out: dict[str, Any]) -> str:
+    """One row per (family, length) cell that any arm answered, one column per arm."""
+    arms = out["arms"].values()
+    rows = []
+    for fam in out["families"]:
+        for length in out["lengths"]:
+            row = [_cell_text(a["cells"].get(f"{fam}@{length}")) for a in arms]
+            if any(row):
+                rows.append([f"{fam}@{length}", *row])
+    head = ["family @ length", *out["arms"]]
+    return f"{markdown_table(rows, head)}\n\nn = {out['n_per_cell']} per cell; [95% bootstrap]"
+
+
 def table(out: dict[str, Any]) -> str:
     names = list(out["arms"])
     arms = out["arms"].values()
@@ -383,14 +396,7 @@ def table(out: dict[str, Any]) -> str:
     lines = [markdown_table(rows, ["family", *names])]
     lines.append(f"\nn = {n} per family and arm ({out['n_per_cell']} per length); [95% bootstrap]")
     if len(out["lengths"]) > 1:  # the same by document length
-        rows = []
-        for fam in out["families"]:
-            for length in out["lengths"]:
-                row = [_cell_text(a["cells"].get(f"{fam}@{length}")) for a in arms]
-                if any(row):
-                    rows.append([f"{fam}@{length}", *row])
-        lines += ["", markdown_table(rows, ["family @ length", *names])]
-        lines.append(f"\nn = {out['n_per_cell']} per cell; [95% bootstrap]")
+        lines += ["", cells_table(out)]
     if out.get("differences"):
         rows = [
             [

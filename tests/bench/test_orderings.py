@@ -4,6 +4,7 @@ documents (fast, no real model)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -46,6 +47,8 @@ def test_bench_end_to_end_on_the_scripted_reader(bench, tmp_path, capsys):
     assert len((out / "cells.jsonl").read_text().splitlines()) == 16
     table = (out / "table.md").read_text()
     assert table.count("| scripted |") == 4 and "Wilson" in table
+    vs_next = r"\| [+-]\d+ \[[+-]\d+, [+-]\d+\] vs (default|dense|dfs), p (=|<) [\d.e-]+ \|$"
+    assert len(re.findall(vs_next, table, flags=re.M)) == 4  # chowliu against the next best
     assert result["structure"]["all"]["evidence_edges_read_parent_first"]
     assert "| scripted | all |" in capsys.readouterr().out
 

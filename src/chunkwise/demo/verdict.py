@@ -162,7 +162,6 @@ def build_report(summary: dict[str, Any], size: DemoSize, folder: Path) -> dict[
         f"Accuracy % [95% bootstrap interval], n = {n} held-out documents per cell, "
         f"{size.eval_length:,} tokens each, window {size.eval_window:,} tokens."
     )
-    atomic_write_text(folder / "table.md", f"{caption}\n\n{table}\n\n" + "\n".join(words) + "\n")
     series = {
         f"{m}/{d}": [
             (c.score, c.lo, c.hi) if (c := cells.get((m, d, t))) else None for t in size.eval_tasks
@@ -182,8 +181,23 @@ def build_report(summary: dict[str, Any], size: DemoSize, folder: Path) -> dict[
         "table": table,
         "png": str(png),
     }
+    atomic_write_text(folder / "table.md", report_text(report))
     atomic_write_json(folder / "report.json", report)
     return report
 
 
-__all__ = ["Cell", "build_report", "cells_from", "compare_cells", "markdown", "verdict"]
+def report_text(report: dict[str, Any]) -> str:
+    """``table.md`` (what the demo prints): the caption, the table and the verdict in words, from
+    ``report.json`` (docs/results/demo-small.json is the README's)."""
+    return f"{report['caption']}\n\n{report['table']}\n\n" + "\n".join(report["verdict"]) + "\n"
+
+
+__all__ = [
+    "Cell",
+    "build_report",
+    "cells_from",
+    "compare_cells",
+    "markdown",
+    "report_text",
+    "verdict",
+]
