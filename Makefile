@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.chunkwise-installed
 
-.PHONY: install wordnet demo test test-fast lint format bench clean vllm default-mr default-coa
+.PHONY: install wordnet demo test test-fast lint format bench docs-numbers clean vllm default-mr default-coa
 
 install: $(STAMP)
 
@@ -75,6 +75,11 @@ format: install
 bench: install
 	$(BIN)/python bench/llm_throughput.py
 	$(BIN)/python bench/chunker_speed.py
+
+# the measured tables in README.md, docs/ and the model cards, rendered from docs/results/*.json
+# (docs/benchmarks.md, Publishing a number); --check changes nothing and fails on a difference
+docs-numbers: install
+	$(BIN)/python bench/docs_numbers.py
 
 # hf:default-mr from scratch: oracle records (every family but the held-out one, training
 # seed and lengths from chunkwise.data.families) -> LoRA in mapreduce mode with the chat
