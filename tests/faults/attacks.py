@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 #: one hostile line each (bytes, newline included where a writer would put one)
 BAD_LINES: dict[str, bytes] = {
     "deep_array": b"[" * 200_000 + b"\n",
@@ -18,3 +20,20 @@ BAD_LINES: dict[str, bytes] = {
     "syntax": b'{"id": 1,, }\n',
     "truncated_last": b'{"id": 9, "text": "the writer was kil',
 }
+
+
+def field_paths(value: Any, prefix: tuple = ()) -> list[tuple]:
+    """Every path to a value inside ``value`` (keys of objects, indexes of arrays), nested
+    ones included: where a fuzzer may change or remove one field of a valid record."""
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    out: list[tuple] = []
+    for key, child in items:
+        out.append((*prefix, key))
+        out += field_paths(child, (*prefix, key))
+    return out

@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 from chunkwise.benchmarks import discover, get_benchmark
 from chunkwise.errors import BadInput
 
+from .attacks import field_paths
+
 STORY = "Once upon a time Marie lived in Paris. She discovered radium in her small shed."
 DELETE = object()  # a mutation that removes the field
 
@@ -330,22 +332,6 @@ JSON = st.recursive(
     ),
     max_leaves=6,
 )
-
-
-def field_paths(value: Any, prefix: Path_ = ()) -> list[Path_]:
-    """Every field and item of a record, nested ones included."""
-    items = (
-        value.items()
-        if isinstance(value, dict)
-        else enumerate(value)
-        if isinstance(value, list)
-        else ()
-    )
-    out: list[Path_] = []
-    for key, child in items:
-        out.append((*prefix, key))
-        out += field_paths(child, (*prefix, key))
-    return out
 
 
 def usable(fmt: Format, examples: list[dict[str, Any]]) -> None:

@@ -73,7 +73,7 @@ from hypothesis import strategies as st
 
 from chunkwise.errors import BadInput
 
-from .attacks import BAD_LINES
+from .attacks import BAD_LINES, field_paths
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -96,22 +96,6 @@ JSON = st.recursive(
     max_leaves=12,
 )
 DELETE = object()  # a mutation that removes the field
-
-
-def field_paths(value: Any, prefix: tuple = ()) -> list[tuple]:
-    """Every path to a value inside ``value`` (keys of objects, indexes of arrays)."""
-    items = (
-        value.items()
-        if isinstance(value, dict)
-        else enumerate(value)
-        if isinstance(value, list)
-        else ()
-    )
-    out: list[tuple] = []
-    for key, child in items:
-        out.append((*prefix, key))
-        out += field_paths(child, (*prefix, key))
-    return out
 
 
 def mutate(value: Any, path: tuple, new: Any) -> Any:
