@@ -674,3 +674,16 @@ def test_max_new_tokens_caps_every_stage_and_frees_room_for_chunks():
     assert capped.stats.extra["chunk_budget"] > ans.stats.extra["chunk_budget"]
     with pytest.raises(BadInput, match="max_new_tokens"):
         get_strategy("mapreduce", max_new_tokens=-1)
+
+
+def test_the_confidence_floor_in_force():
+    """The floor the strategy reports (what the real-model tests read): the prompt set's own
+    under ``auto``, the user's when given, none when confidence is off."""
+    auto = get_strategy("mapreduce")
+    chat_retrieval = auto.prompt_set("chat", "retrieval")
+    assert auto.min_confidence_for(chat_retrieval) == float(
+        chat_retrieval.templates.get("min_confidence", 0)
+    )
+    assert get_strategy("mapreduce", min_confidence="3").min_confidence_for(chat_retrieval) == 3.0
+    off = get_strategy("mapreduce", confidence="off", min_confidence="3")
+    assert off.min_confidence_for(off.prompt_set("chat", "retrieval")) == 0.0
