@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 from chunkwise.errors import BadInput
 from chunkwise.eval.run_dir import RunLock
+from two_ranks import ACCELERATE, launch_eval
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -136,32 +136,13 @@ def test_a_killed_holder_leaves_no_lock(tmp_path):
     assert lock_files(out) == []
 
 
-ACCELERATE = Path(sys.executable).with_name("accelerate")
-
-
-def launch_two_ranks(out: Path) -> subprocess.CompletedProcess:
-    """eval/run.py on two CPU ranks (as tests/eval/test_eval_sharding.py launches it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [
-        str(ACCELERATE), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(port),
-        str(REPO / "eval" / "run.py"),
-        "--config", str(REPO / "recipes" / "eval" / "passkey-smoke.yaml"),
-        "--model=scripted:passkey", "--data=synthetic:400", f"--output={out}", "--no-progress",
-    ]  # fmt: skip
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
-
-
 @pytest.mark.skipif(not ACCELERATE.exists(), reason="accelerate CLI not installed")
 def test_a_sharded_run_on_a_busy_folder_is_refused_before_any_rank_writes(tmp_path):
     """Every run has a rank 0, so a data-parallel run collides with any other run; its other
     ranks wait for rank 0 at a barrier and stop with it, before reading or writing."""
     out = tmp_path / "run"
     with RunLock(out):
-        res = launch_two_ranks(out)
+        res = launch_eval(out)
         assert res.returncode != 0
         assert f"{out} is in use by another `chunkwise eval` run (pid {os.getpid()}" in res.stderr
         assert sorted(p.name for p in out.iterdir()) == [".eval.rank0.lock"]

@@ -6,51 +6,14 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from two_ranks import ACCELERATE, launch_eval
+
 REPO = Path(__file__).resolve().parents[2]
-ACCELERATE = Path(sys.executable).with_name("accelerate")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch(out, *extra):
-    cmd = [
-        str(ACCELERATE),
-        "launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        str(free_port()),
-        str(REPO / "eval" / "run.py"),
-        "--config",
-        str(REPO / "recipes" / "eval" / "passkey-smoke.yaml"),
-        "--model=scripted:passkey",
-        "--data=synthetic:400",
-        f"--output={out}",
-        "--no-progress",
-        *extra,
-    ]
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
 
 
 @pytest.mark.skipif(
@@ -59,7 +22,7 @@ def launch(out, *extra):
 )
 def test_two_processes_shard_and_merge(tmp_path):
     out = tmp_path / "run"
-    res = launch(out, "--limit=7", "--tasks=passkey,number_string")
+    res = launch_eval(out, "--limit=7", "--tasks=passkey,number_string")
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads(res.stdout.strip().splitlines()[-1])  # printed by rank 0 only
     assert summary["world_size"] == 2
@@ -78,7 +41,7 @@ def test_two_processes_shard_and_merge(tmp_path):
     assert results["results"]["passkey"]["score"] == 100.0  # the scripted model reads pass keys
     assert not (out / "predictions" / "shards").exists()
 
-    again = launch(out, "--limit=7", "--tasks=passkey,number_string")  # resume: nothing left
+    again = launch_eval(out, "--limit=7", "--tasks=passkey,number_string")  # resume: nothing left
     assert again.returncode == 0, again.stderr[-3000:]
     assert "new predictions" not in again.stderr
     assert json.loads((out / "results.json").read_text())["results"] == results["results"]

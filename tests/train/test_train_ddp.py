@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from two_ranks import ACCELERATE, accelerate_launch
+
 HERE = Path(__file__).resolve().parent
-ACCELERATE = Path(sys.executable).with_name("accelerate")
 
 
 @pytest.mark.skipif(not ACCELERATE.exists(), reason="accelerate CLI not installed")
@@ -25,23 +25,7 @@ def test_weighted_loss_two_ranks_matches_mean_of_means(tmp_path):
         "TOKENIZERS_PARALLELISM": "false",
         "CUDA_VISIBLE_DEVICES": "",
     }
-    cmd = [
-        str(ACCELERATE),
-        "launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        "0",
-        str(HERE / "ddp_loss_worker.py"),
-        str(out),
-    ]
+    cmd = accelerate_launch(str(HERE / "ddp_loss_worker.py"), str(out))
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     res = json.loads(out.read_text())

@@ -23,12 +23,12 @@ from chunkwise.run_folders import FolderLock, check_run_folder
 from chunkwise.train.loop import HOLD_ENV, main, run
 from chunkwise.train.recipe import load_recipe
 from chunkwise.train.saving import LOCK_FILE, TRAIN_MARKER
+from two_ranks import ACCELERATE, accelerate_launch
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "tiny" / "longalign-standard.yaml"
 FIXTURE = REPO / "tests" / "fixtures" / "train" / "longalign.jsonl"
 CHUNKWISE = Path(sys.executable).with_name("chunkwise")
-ACCELERATE = Path(sys.executable).with_name("accelerate")
 
 COMMON = [
     f"--data.paths=[{FIXTURE}]",
@@ -203,25 +203,9 @@ def test_a_second_run_on_a_folder_in_use_is_refused_and_kill_9_frees_it(tmp_path
 
 
 def _launch(out: Path) -> list[str]:
-    return [
-        str(ACCELERATE),
-        "launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        "0",
-        str(REPO / "train" / "sft.py"),
-        str(RECIPE),
-        f"--output_dir={out}",
-        *COMMON,
-    ]
+    return accelerate_launch(
+        str(REPO / "train" / "sft.py"), str(RECIPE), f"--output_dir={out}", *COMMON
+    )
 
 
 @pytest.mark.slow
