@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         with from_env() as dist:
             results = run_eval(cfg, dist=dist, progress=not args.no_progress)
     except ChunkwiseError as e:
-        print(f"eval/run.py: error: {redact(str(e))}", file=sys.stderr)
+        sys.stderr.write(
+            f"eval/run.py: error: {redact(str(e))}\n"
+        )  # one write: ranks' lines stay whole
         return 2
     if results is not None:  # rank 0
         print(

@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ChunkwiseError as e:
         from chunkwise.redact import redact
 
-        print(f"chunkwise {args.command}: error: {redact(str(e))}", file=sys.stderr)
+        sys.stderr.write(f"chunkwise {args.command}: error: {redact(str(e))}\n")  # one write
         return 2
     except KeyboardInterrupt:
         print(f"chunkwise {args.command}: interrupted", file=sys.stderr)

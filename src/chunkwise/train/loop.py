@@ -62,7 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         recipe = load_recipe(path, overrides)
         summary = run(recipe, trust_checkpoint=trust)
     except ChunkwiseError as e:
-        print(f"train: error: {e}", file=sys.stderr)
+        sys.stderr.write(f"train: error: {e}\n")  # one write: ranks' lines never interleave
+        sys.stderr.flush()
         return 2
     if int(os.environ.get("RANK", "0") or 0) != 0:
         return 0
