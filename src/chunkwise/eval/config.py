@@ -25,6 +25,7 @@ RESUME_EXEMPT = frozenset(
         "scorer",
         "extract",
         "log_samples",
+        "audit",
         "parallel",
         "wandb",
         "wandb_project",
@@ -89,6 +90,10 @@ class EvalConfig:
     #: store every call's exact prompt in the prediction lines and write samples/<task>.jsonl
     #: (prompt, raw output, extracted answer, per-sample score)
     log_samples: bool = False
+    #: the evidence audit: each prediction line gets an ``audit`` (where the gold evidence is,
+    #: what the strategy did with it, one outcome) and results.json a funnel per task; read
+    #: from the trace, no model call. Rerun a finished run with it to audit saved predictions
+    audit: bool = False
     #: log to Weights & Biases (WANDB_MODE=offline unless you set it)
     wandb: bool = False
     #: wandb project
