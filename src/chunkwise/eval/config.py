@@ -15,7 +15,7 @@ PROMPT_KINDS = ("auto", "chat", "base")
 #: the largest seed: every generator the seed reaches (random, numpy) takes 0 .. 2**63 - 1
 MAX_SEED = 2**63 - 1
 #: whole-number keys that may be left unset
-OPTIONAL_WHOLE = frozenset({"context_window", "wandb_step"})
+OPTIONAL_WHOLE = frozenset({"context_window", "wandb_step", "plan_reply_tokens"})
 TRUNCATIONS = ("document", "official")
 
 #: config keys that may change between sessions of one run: they do not change any prediction
@@ -26,6 +26,11 @@ RESUME_EXEMPT = frozenset(
         "extract",
         "log_samples",
         "audit",
+        "lengths",
+        "effective_threshold",
+        "plan",
+        "plan_rates",
+        "plan_reply_tokens",
         "parallel",
         "wandb",
         "wandb_project",
@@ -104,6 +109,22 @@ class EvalConfig:
     wandb_tags: list[str] = field(default_factory=list)
     #: log the metrics at this step (e.g. the training step of the checkpoint)
     wandb_step: int | None = None
+    #: effective context length: run the same tasks at each length (4K,8K,16K: K = 1024
+    #: tokens) into OUTPUT/len-<L>/ and write OUTPUT/lengths.json and lengths.png; --data must
+    #: have a length (synthetic:LENGTH, heldout:LENGTH, train:LENGTH)
+    lengths: list[str] = field(default_factory=list)
+    #: with --lengths: a score (percent) a length must stay above, reported beside RULER's
+    #: 85.6 (Llama-2-7B at 4K)
+    effective_threshold: float | None = None
+    #: print what the evaluation would take (examples, LLM calls, prefill and decode tokens,
+    #: time) without running it
+    plan: bool = False
+    #: with --plan: prefill=TOK_PER_S,decode=TOK_PER_S for the time estimate, or probe (measure
+    #: both on the model with two short calls)
+    plan_rates: str | None = None
+    #: with --plan: assume each call writes this many tokens (default: its whole output budget,
+    #: an upper bound)
+    plan_reply_tokens: int | None = None
 
     def __post_init__(self) -> None:
         # what each value must be, checked as the config is read (the error names the recipe
@@ -114,6 +135,7 @@ class EvalConfig:
         _check_whole("parallel", self.parallel, 1, "examples")
         _check_whole("seed", self.seed, 0, "", high=MAX_SEED)
         _check_whole("wandb_step", self.wandb_step, 0, "steps")
+        _check_whole("plan_reply_tokens", self.plan_reply_tokens, 1, "tokens")
 
     def resolved(self) -> EvalConfig:
         """A checked copy: tasks split on commas, options as text, the Hub revision pinned."""
