@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from chunkwise.benchmarks import evidence as _evidence
 from chunkwise.benchmarks.checks import check_examples
 from chunkwise.benchmarks.types import TaskData
 from chunkwise.errors import BadInput
@@ -80,6 +81,10 @@ class Benchmark:
     #: the Hub revision ``--data hub`` reads when no ``--revision`` is given, pinned in the run's
     #: config.yaml; None: the loader picks, and the config leaves it unset
     hub_revision: str | None = None
+    #: ``evidence(task, example) -> [(start, end), ...] | None``: where the gold evidence is
+    #: in the example's context (:mod:`chunkwise.benchmarks.evidence`); None: unknown. Default:
+    #: the spans its generator recorded in the example's ``evidence`` field, if any
+    evidence: Callable[[str, dict[str, Any]], list[tuple[int, int]] | None] = _evidence.recorded
 
     def all_tasks(self, data_spec: Any) -> list[str]:
         if self.available_tasks is None:

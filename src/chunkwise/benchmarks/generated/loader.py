@@ -70,7 +70,7 @@ def load_task(
 
 def to_example(doc: Doc) -> dict[str, Any]:
     """A runner example; the ground truth keeps what the family's query and scorer need."""
-    return {
+    ex: dict[str, Any] = {
         "id": doc.id,
         "context": doc.context,
         "input": doc.question,
@@ -82,6 +82,12 @@ def to_example(doc: Doc) -> dict[str, Any]:
         },
         "options": [],
     }
+    # where the generator put the evidence (an unanswerable variant: none); a family that
+    # records no evidence per document (math_find: every number is a candidate) leaves it
+    # unknown
+    if doc.evidence or doc.meta.get("unanswerable"):
+        ex["evidence"] = [[ev.start, ev.end] for ev in doc.evidence]
+    return ex
 
 
 __all__ = ["TASKS", "GeneratedSpec", "load_task", "parse_data_spec", "to_example"]

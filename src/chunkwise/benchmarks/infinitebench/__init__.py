@@ -14,6 +14,17 @@ from typing import Any
 
 from chunkwise.benchmarks.registry import Benchmark, register_benchmark
 
+#: tasks whose gold answer is a value the document states verbatim: their evidence is where
+#: it occurs (the rest give none: unknown)
+LOCATED_TASKS = ("passkey", "number_string", "kv_retrieval", "math_find")
+
+
+def evidence(task: str, example: dict[str, Any]) -> list[tuple[int, int]] | None:
+    """Where the gold value occurs in the document (retrieval tasks, math_find), else None."""
+    from chunkwise.benchmarks.evidence import located_answer
+
+    return located_answer(task, example) if task in LOCATED_TASKS else None
+
 
 def _infinitebench() -> Benchmark:
     from chunkwise.benchmarks.infinitebench import (
@@ -51,6 +62,7 @@ def _infinitebench() -> Benchmark:
         reads_raw=extractors.reads_raw,
         answer_markers=extractors.ANSWER_MARKERS,
         hub_revision=loader.HUB_REVISION,
+        evidence=evidence,
     )
 
 

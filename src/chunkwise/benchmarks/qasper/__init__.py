@@ -21,6 +21,7 @@ def build_query(task: str, example: dict[str, Any], kind: str = "chat", window: 
 
 
 def _qasper() -> Benchmark:
+    from chunkwise.benchmarks import evidence
     from chunkwise.benchmarks.qasper import loader, metrics
 
     return Benchmark(
@@ -34,6 +35,7 @@ def _qasper() -> Benchmark:
         extractors=("none",),
         prompt_version=lambda: PROMPT_VERSION,
         display={"qasper": "QASPER"},
+        evidence=evidence.located_extractive,  # where an extractive answer occurs verbatim
         default_data="",
     )
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from chunkwise.benchmarks.checks import UniqueIds, need_id, need_str, wrong_type
 from chunkwise.benchmarks.data_spec import DataSpec, parse_data
+from chunkwise.benchmarks.evidence import check_spans
 from chunkwise.benchmarks.types import TaskData
 from chunkwise.errors import BadInput
 
@@ -73,7 +74,7 @@ def _check_record(rec: Any, where: str, task: str | None = None) -> dict[str, An
     question = rec.get("input") or ""
     if not isinstance(question, str):
         raise BadInput(f"{where}: id {rid}: input must be a string")
-    return {
+    out = {
         "id": rid,
         "context": rec["context"],
         "input": question,
@@ -81,6 +82,9 @@ def _check_record(rec: Any, where: str, task: str | None = None) -> dict[str, An
         "options": [],
         "meta": meta,
     }
+    if rec.get("evidence") is not None:  # spans the generator recorded
+        out["evidence"] = check_spans(rec["evidence"], f"{where}: id {rid}", len(rec["context"]))
+    return out
 
 
 def _from_folder(task: str, folder: Path) -> tuple[list[dict[str, Any]], Path]:

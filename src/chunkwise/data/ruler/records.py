@@ -96,7 +96,7 @@ def _generate(
 
 def _record(name: str, i: int, made: Made, tokens: int) -> dict[str, Any]:
     meta = {"task": name, **made.meta, "tokens": tokens, "version": prompt_version()}
-    return {
+    rec = {
         "id": i,
         "context": made.context,
         "input": render_question(name, meta, "chat"),
@@ -104,6 +104,9 @@ def _record(name: str, i: int, made: Made, tokens: int) -> dict[str, Any]:
         "options": [],
         "meta": meta,
     }
+    if made.evidence is not None:
+        rec["evidence"] = [list(s) for s in made.evidence]
+    return rec
 
 
 GENERATORS: dict[str, Callable[..., list[dict[str, Any]]]] = {

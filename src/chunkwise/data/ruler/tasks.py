@@ -24,6 +24,22 @@ class Made:
     context: str
     answer: list[str]
     meta: dict[str, Any]
+    #: character spans of the lines this example's answer rests on (the asked needles, the
+    #: chain's assignments), recorded as they are placed; None: the whole text is the evidence
+    #: (cwe, fwe: word counts)
+    evidence: list[tuple[int, int]] | None = None
+
+
+def _placed_spans(context: str, lines: list[str]) -> list[tuple[int, int]]:
+    """Where the placed ``lines`` landed in ``context`` (each line is placed once and is
+    unique in it: keys and values are drawn distinct from the haystack)."""
+    spans = []
+    for line in lines:
+        at = context.find(line)
+        if at < 0:  # a generator bug, never a data condition
+            raise AssertionError(f"placed line {line!r} is not in the context")
+        spans.append((at, at + len(line)))
+    return sorted(spans)
 
 
 def _and_list(items: list[str]) -> str:
@@ -74,6 +90,11 @@ class Niah:
             return fmt.format(kind_one=one, key=k, value=draw(self.value, r))
 
         context = HAYSTACKS[self.haystack](size, needles, rng, distractor)
+        gold = [
+            fmt.format(kind_one=one, key=keys[i], value=by_key[i][j])
+            for i in asked
+            for j in range(self.values)
+        ]
         meta = {
             "query": _and_list([keys[i] for i in asked]),
             "kind": plural,
@@ -82,7 +103,7 @@ class Niah:
             "form": "one" if len(answers) == 1 else "many",
             "depths": [round(depth_of[(i, j)], 4) for i in asked for j in range(self.values)],
         }
-        return Made(context, answers, meta)
+        return Made(context, answers, meta, _placed_spans(context, gold))
 
 
 def _var_name(rng: random.Random) -> str:
@@ -105,6 +126,7 @@ class VariableTracking:
         values = distinct_from(rng, lambda r: str(r.randint(10000, 99999)), self.chains, set())
         placed: list[tuple[int, str]] = []
         positions: list[list[int]] = []
+        asked_lines: list[str] = []
         for c in range(self.chains):
             chain = names[c * per : (c + 1) * per]
             lines = [fmt["vt_value"].format(name=chain[0], value=values[c])]
@@ -114,6 +136,8 @@ class VariableTracking:
             slots = range(size + 1)
             pos = sorted(rng.sample(slots, per) if size + 1 >= per else rng.choices(slots, k=per))
             positions.append(pos)
+            if c == 0:
+                asked_lines = lines
             placed.extend(zip(pos, lines, strict=True))
         # stable sort in _insert keeps each chain's lines in order, also within one gap
         context = "\n".join(insert([NOISE_LINE] * size, placed))
@@ -123,7 +147,7 @@ class VariableTracking:
             "form": "one",
             "depths": [round(p / max(size, 1), 4) for p in positions[0]],
         }
-        return Made(context, names[:per], meta)
+        return Made(context, names[:per], meta, _placed_spans(context, asked_lines))
 
 
 @dataclass(frozen=True)
