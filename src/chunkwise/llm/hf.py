@@ -29,6 +29,7 @@ from chunkwise.llm.base import (
     find_stop,
     template_kwargs,
 )
+from chunkwise.llm.devices import pin_cpus, placement
 from chunkwise.llm.output_head import fast_output_head
 from chunkwise.llm.spec import ModelSpec, file_options, parse_spec, spec_options
 from chunkwise.llm.turns import end_of_turn_ids
@@ -347,7 +348,12 @@ def load(spec: ModelSpec) -> LLM:
 
     trust = o.trust_remote_code
     cuda = torch.cuda.is_available()
-    device = o.device or ("cuda" if cuda else "cpu")
+    if o.device is None:  # a launcher's rank gets its own GPU (or its own cores)
+        where = placement(n_gpus=torch.cuda.device_count() if cuda else 0)
+        pin_cpus(where)
+        device = where.device
+    else:
+        device = o.device
     dtype_name = o.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
     try:
         dtype = getattr(torch, dtype_name)
