@@ -39,6 +39,13 @@ def run(args: argparse.Namespace) -> int:
     from chunkwise.eval.runner import run_eval
 
     cfg = config_from_args(args)
+    if cfg.plan:
+        from chunkwise.eval.plan import print_plan
+
+        print_plan(cfg, progress=not args.no_progress)
+        return 0
+    if cfg.lengths:
+        return _run_lengths(cfg, progress=not args.no_progress)
     results = run_eval(cfg, progress=not args.no_progress)
     assert results is not None
     summary = {
@@ -48,6 +55,28 @@ def run(args: argparse.Namespace) -> int:
         "stderr": {t: r["score_stderr"] for t, r in results["results"].items()},
         "average": results["average"]["score"],
         "n": {t: r["n"] for t, r in results["results"].items()},
+    }
+    print(json.dumps(summary, ensure_ascii=False))
+    return 0
+
+
+def _run_lengths(cfg, *, progress: bool) -> int:
+    """``--lengths``: the sweep, then a one-line summary (the effective lengths)."""
+    from chunkwise.eval.lengths import run_lengths
+
+    report = run_lengths(cfg, progress=progress)
+    strategy = report["strategy"]
+    summary = {
+        "output": cfg.output,
+        "lengths_json": str(Path(cfg.output) / report["files"]["json"]),
+        "scores": {
+            task: {str(p["length"]): p["score"] for p in line}
+            for task, line in report["curves"][strategy].items()
+        },
+        "effective_length": {
+            task: {name: e["length"] for name, e in rules.items()}
+            for task, rules in report["effective_length"][strategy].items()
+        },
     }
     print(json.dumps(summary, ensure_ascii=False))
     return 0
