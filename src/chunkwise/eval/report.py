@@ -131,11 +131,14 @@ def finish(
     prompt_versions: set[str] = set()
     every_example: list[dict[str, Any]] = []
     scored: dict[str, list[tuple[dict[str, Any], str, float]]] = {}
+    audits: dict[str, Any] = {}
     for task in tasks:
         records, counts = merge(out, task, [ex["id"] for ex in examples[task]])
         if counts:
             shards[task] = counts
         scored[task] = [(r, *score_record(run, task, r)) for r in records]
+        if cfg.audit:
+            audits[task] = _audit(run, task, scored[task], examples[task])
         per_task[task] = task_block(
             bench.display.get(task, task),
             [sc for _, _, sc in scored[task]],
@@ -170,6 +173,7 @@ def finish(
             atomic_write_text(folder / f"{task}.jsonl", _samples_text(run, scored[task]))
         files["samples"] = folder.name
     stats["all"] = stat_block(stat_sums(every_example), len(every_example))
+    extra = {"audit": audits} if cfg.audit else {}
     return {
         "results": per_task,
         "average": average_block(per_task, tasks),
@@ -194,7 +198,27 @@ def finish(
         **git_info(),
         "date": now(),
         "platform": platform.platform(),
+        **extra,
     }
+
+
+def _audit(
+    run: RunContext,
+    task: str,
+    scored: list[tuple[dict[str, Any], str, float]],
+    examples: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The task's funnel (:mod:`.audit.saved`); saved lines audited now are written back."""
+    from chunkwise.eval.audit.saved import audit_task
+
+    evidence = {ex["id"]: ex["evidence"] for ex in examples if "evidence" in ex}
+    block, changed = audit_task(run.cfg.strategy, scored, evidence)
+    if changed:
+        lines = [
+            json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r, _, _ in scored
+        ]
+        atomic_write_text(main_file(run.out, task), "".join(lines))
+    return block
 
 
 def _samples_text(run: RunContext, scored: list[tuple[dict[str, Any], str, float]]) -> str:

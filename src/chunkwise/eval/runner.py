@@ -223,8 +223,9 @@ def _run_eval(
             count = llm.count_tokens if llm is not None else None  # None: rescoring
             td = loaded.pop(task, None) or _load(plan, task, count)
             sources[task], totals[task] = td.source, td.total
-            # keep only what scoring needs: contexts can be hundreds of MB per task
-            examples[task] = [{"id": ex["id"]} for ex in td.examples]
+            # keep only what scoring needs: contexts can be hundreds of MB per task (the
+            # audit keeps each example's evidence: spans, their text, the gold values)
+            examples[task] = [_kept(plan, task, ex) for ex in td.examples]
             _generate(s, task, td.examples)
             del td
         model_info = stored if stored is not None else _model_info(cfg, llm, kind, window)
@@ -252,6 +253,15 @@ def _run_eval(
 
         log_eval(out, results, wandb_samples(s.run, plan.tasks), results_file=path)
     return results
+
+
+def _kept(plan: _Plan, task: str, ex: dict[str, Any]) -> dict[str, Any]:
+    """What the report needs of an example once it is answered."""
+    if not plan.cfg.audit:
+        return {"id": ex["id"]}
+    from chunkwise.eval.audit import evidence_of
+
+    return {"id": ex["id"], "evidence": evidence_of(plan.bench, task, ex)}
 
 
 def _model_info(cfg: EvalConfig, llm: Any, kind: str, window: int) -> dict[str, Any]:
@@ -378,6 +388,17 @@ def _predict(s: _Session, task: str, ex: dict[str, Any], llm: RecordingLLM) -> d
         rec["prompt"] = prompts[0] if len(prompts) == 1 else prompts
     if cfg.save_trace:
         rec["trace"] = trace
+    if cfg.audit and error is None:  # from the trace and prompts in memory: no model call
+        from chunkwise.eval.audit import audit_prediction, evidence_of
+
+        rec["audit"] = audit_prediction(
+            cfg.strategy,
+            evidence_of(bench, task, ex),
+            trace,
+            list(llm.prompts),
+            text,
+            score_record(s.run, task, rec)[1],
+        )
     return rec
 
 

@@ -383,11 +383,13 @@ class ChainOfAgents(Strategy):
             memory, n, kept_previous = c.memory, llm.count_tokens(c.memory), True
             c.stats.extra["empty_updates"] += 1
         idx = c.order[c.step]
+        chunk = c.chunks[idx]
         c.trace.append(
             TraceEvent(
                 "worker",
                 [idx],
                 {
+                    "span": [chunk.start_char, chunk.end_char],  # what it read (the audit)
                     "raw": out.text,
                     "memory": memory,
                     "memory_tokens": n,

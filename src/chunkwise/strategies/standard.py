@@ -64,15 +64,19 @@ class Standard(Strategy):
             )
 
         window = self.effective_window(llm)
+        kept: list[list[int]] | None = [[0, len(document)]]
         if query.truncation == "official":
             prompt, cut = official_truncate(render(document), llm, window)
             room = window
+            kept = kept if not cut else None  # cut in token ids: no character spans
         else:
             room = chunk_budget(
                 window, llm.prompt_tokens(llm.as_prompt(render(""))), 0, params.max_new_tokens
             )
             doc, cut = middle_truncate(document, llm, room)
             prompt = render(doc)
+            if cut:
+                kept = kept_spans(document, doc)
         stats = Stats(
             extra={
                 "document_truncated": cut,
@@ -90,13 +94,39 @@ class Standard(Strategy):
             TraceEvent(
                 "generate",
                 [],
-                {"raw": out.text},
+                # kept: the document's characters the prompt holds (the evidence audit)
+                {"raw": out.text, "kept": kept},
                 out.prompt_tokens,
                 out.completion_tokens,
                 out.latency_s,
             )
         ]
         return Answer(text, trace, stats)
+
+
+#: what :func:`~chunkwise.text.middle_truncate` puts between the halves it keeps
+CUT_MARKER = "\n...\n"
+
+
+def kept_spans(document: str, cut: str) -> list[list[int]]:
+    """The character spans of ``document`` that its middle-truncated form ``cut`` (head,
+    :data:`CUT_MARKER`, tail) keeps; where a kept edge could be told apart from the marker in
+    two ways, the smaller head is reported (never more kept than was)."""
+    if not cut:
+        return []
+    tail = 0
+    for a, b in zip(reversed(document), reversed(cut), strict=False):
+        if a != b:
+            break
+        tail += 1
+    tail = min(tail, len(cut) - len(CUT_MARKER))
+    head = len(cut) - len(CUT_MARKER) - tail
+    if head < 0 or document[:head] != cut[:head]:  # not a middle cut: nothing is claimed
+        return []
+    spans = [[0, head]] if head else []
+    if tail:
+        spans.append([len(document) - tail, len(document)])
+    return spans
 
 
 def official_truncate(prompt: str, llm: LLM, limit: int) -> tuple[str, bool]:

@@ -30,11 +30,17 @@ def run_map(
     early = sum(out.stop_reason == no_info_stop(p) for out in outs)
     ask_confidences(mr, llm, p, "map", source, requests, outs, records, stats, trace)
     snapped = snap(mr, p, chunks, records)
-    for c, rec, out in zip(chunks, records, outs, strict=True):
-        trace.append(record_event("map", [c.index], rec, out))
     ungrounded_ = ungrounded(mr, p, chunks, records)
     misquoted_ = misquoted(mr, query, chunks, records)
     dropped = ungrounded_ | misquoted_
+    for i, (c, rec, out) in enumerate(zip(chunks, records, outs, strict=True)):
+        event = record_event("map", [c.index], rec, out)
+        # for the evidence audit: which characters the call read, and why its finding was
+        # dropped (the confidence floor marks its own in strategy.run)
+        event.output["span"] = [c.start_char, c.end_char]
+        if i in dropped:
+            event.output["dropped"] = "ungrounded" if i in ungrounded_ else "misquoted"
+        trace.append(event)
     kept = [r for i, r in enumerate(records) if not r.no_information and i not in dropped]
     unscored = sum(r.confidence is None for r in kept)
     stats.extra.update(

@@ -238,12 +238,27 @@ class MapReduce(Strategy):
             prompt_kind=p.kind,
             prompt_version=p.templates["version"],
         )
-        kept = run_map(self, llm, plan, query, stats, trace)  # one wave over all chunks
-        kept = self.confident_records(kept, p, stats)
+        found = run_map(self, llm, plan, query, stats, trace)  # one wave over all chunks
+        kept = self.confident_records(found, p, stats)
+        mark_floor_drops(trace, found, kept)
         kept, rounds = collapse(self, llm, p, plan.source, query, kept, plan.window, stats, trace)
         stats.extra["collapse_rounds"] = rounds
         answer = run_reduce(self, llm, p, query, kept, stats, trace)  # one call
         return Answer(answer, trace, stats)
 
 
-__all__ = ["MapPlan", "MapReduce"]
+def mark_floor_drops(trace: list[TraceEvent], found: list[Record], kept: list[Record]) -> None:
+    """Name, on each map event, why the confidence floor dropped its finding (``unscored``:
+    no score, under ``unscored=drop``; else ``confidence_floor``) for the evidence audit."""
+    kept_ids = {id(r) for r in kept}
+    why = {
+        r.sources[0]: "unscored" if r.confidence is None else "confidence_floor"
+        for r in found
+        if id(r) not in kept_ids and r.sources
+    }
+    for event in trace:
+        if event.stage == "map" and event.inputs and event.inputs[0] in why:
+            event.output["dropped"] = why[event.inputs[0]]
+
+
+__all__ = ["MapPlan", "MapReduce", "mark_floor_drops"]
