@@ -32,6 +32,8 @@ from chunkwise.llm.base import (
 from chunkwise.llm.devices import pin_cpus, placement
 from chunkwise.llm.output_head import fast_output_head
 from chunkwise.llm.spec import ModelSpec, file_options, parse_spec, spec_options
+from chunkwise.llm.step_checkpoint import describe as describe_step
+from chunkwise.llm.step_checkpoint import load_model as load_step_model
 from chunkwise.llm.turns import end_of_turn_ids
 from chunkwise.text.tokens import HFTokenCounter
 
@@ -334,7 +336,13 @@ def _custom_code_error(path: str, e: ValueError) -> BadInput | None:
 def load(spec: ModelSpec) -> LLM:
     target, adapter, options = spec.target, spec.adapter, dict(spec.options)
     folder = Path(target).expanduser()
-    if adapter is None and folder.is_dir() and (folder / "adapter_config.json").exists():
+    # a training run's step checkpoint: its run's model files, and for LoRA its base
+    step = describe_step(folder) if adapter is None else None
+    if step is not None and step.lora:
+        base, source = _base_of_adapter(step.files)
+        target = base.target
+        options = {**file_options(base.options, source, _safe_from_file), **options}
+    elif adapter is None and folder.is_dir() and (folder / "adapter_config.json").exists():
         base, source = _base_of_adapter(folder)
         target, adapter = base.target, str(folder)
         # the user's own options win; the file's may never enable code (FILE_OPTIONS)
@@ -378,10 +386,15 @@ def load(spec: ModelSpec) -> LLM:
         tok_src = (
             adapter if adapter and (Path(adapter) / "tokenizer_config.json").exists() else path
         )
+        if step is not None:
+            tok_src = str(step.files)
         tokenizer = AutoTokenizer.from_pretrained(tok_src, trust_remote_code=trust)
-        model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=dtype, attn_implementation=attn, trust_remote_code=trust
-        )
+        if step is not None:
+            model = load_step_model(step, path, dtype=dtype, attn=attn, trust=trust)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(
+                path, dtype=dtype, attn_implementation=attn, trust_remote_code=trust
+            )
     except OSError as e:
         raise BadInput(f"cannot load model {path!r}: {str(e).splitlines()[0]}") from None
     except ValueError as e:
@@ -397,9 +410,9 @@ def load(spec: ModelSpec) -> LLM:
         if not (Path(adapter) / "adapter_config.json").exists():
             raise BadInput(f"adapter folder {adapter!r} has no adapter_config.json")
         model = PeftModel.from_pretrained(model, adapter)
-        if o.merge:
-            # decoding never trains: fold B@A into the base weights (no per-layer LoRA matmuls)
-            model = model.merge_and_unload()
+    if (adapter or (step is not None and step.lora)) and o.merge:
+        # decoding never trains: fold B@A into the base weights (no per-layer LoRA matmuls)
+        model = model.merge_and_unload()
     model.to(device).eval()
     if o.fast_head:
         fast_output_head(model)

@@ -242,17 +242,20 @@ def resume_point(
     return step, state, path
 
 
-def save_checkpoint(accelerator: Any, root: Path, step: int, state: dict, limit: int) -> None:
+def save_checkpoint(
+    accelerator: Any, root: Path, step: int, state: dict, limit: int, **save_kwargs: Any
+) -> None:
     """accelerator.save_state into step-N.tmp, then trainer_state.json (with every file's
     sha256, checked before a resume loads them), then rename: a kill at any moment leaves
-    either a complete checkpoint or none."""
+    either a complete checkpoint or none. ``save_kwargs`` go to ``save_state`` (DeepSpeed:
+    ``exclude_frozen_parameters``, :mod:`chunkwise.train.checkpoint_contents`)."""
     final = root / f"step-{step:08d}"
     tmp = root / f"step-{step:08d}.tmp"
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
         root.mkdir(parents=True, exist_ok=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
+    accelerator.save_state(str(tmp), **save_kwargs)
     accelerator.wait_for_everyone()
     digests = checkpoint_digests(accelerator, tmp, _listing(accelerator, tmp))
     if accelerator.is_main_process:
@@ -313,6 +316,23 @@ def publish(tmp: Path, out_dir: Path) -> None:
     tmp.rmdir()
 
 
+def base_spec(r: Recipe, base_saved: Path | None, prompt_kind: str | None) -> str:
+    """The hf: spec of the base a LoRA run's adapter goes on (its saved random base, the
+    embedded model, or ``model.name_or_path``), served as it was trained (chat or plain)."""
+    from chunkwise.train.modeling import EMBEDDED_NAMES
+
+    if base_saved is not None:
+        base = "hf:" + str(base_saved.resolve())
+    elif r.model.name_or_path in EMBEDDED_NAMES:
+        base = "hf:default"
+    else:
+        p = Path(r.model.name_or_path).expanduser()
+        base = "hf:" + (str(p.resolve()) if p.exists() else r.model.name_or_path)
+    # how it was trained is how it is served: chat turns or plain prompts
+    chat = "on" if prompt_kind == "chat" else "off"
+    return f"{base}?chat={chat}"
+
+
 def save_final(
     accelerator: Any,
     model: Any,
@@ -323,7 +343,6 @@ def save_final(
     summary: dict,
 ) -> None:
     from chunkwise.llm.hf import BASE_SPEC_FILE
-    from chunkwise.train.modeling import EMBEDDED_NAMES
 
     state_dict = accelerator.get_state_dict(model)  # gathers ZeRO-3 / FSDP shards (all ranks)
     if not accelerator.is_main_process:
@@ -339,16 +358,8 @@ def save_final(
     unwrapped.save_pretrained(tmp, state_dict=state_dict)
     tokenizer.save_pretrained(tmp)
     if r.model.lora.enabled:
-        if base_saved is not None:
-            base = "hf:" + str(base_saved.resolve())
-        elif r.model.name_or_path in EMBEDDED_NAMES:
-            base = "hf:default"
-        else:
-            p = Path(r.model.name_or_path).expanduser()
-            base = "hf:" + (str(p.resolve()) if p.exists() else r.model.name_or_path)
-        # how it was trained is how it is served: chat turns or plain prompts
-        chat = "on" if summary.get("prompt_kind") == "chat" else "off"
-        atomic_write_json(tmp / BASE_SPEC_FILE, {"base": f"{base}?chat={chat}"})
+        spec = base_spec(r, base_saved, summary.get("prompt_kind"))
+        atomic_write_json(tmp / BASE_SPEC_FILE, {"base": spec})
     dump_yaml(r, tmp / "recipe.yaml")
     atomic_write_json(tmp / "train_info.json", summary)
     publish(tmp, out_dir)
@@ -361,6 +372,7 @@ __all__ = [
     "LOCK_FILE",
     "TRAIN_MARKER",
     "TRUST_FLAG",
+    "base_spec",
     "check_output_dir",
     "checkpoint_digests",
     "checkpoint_files",

@@ -32,6 +32,7 @@ from typing import Any
 
 from chunkwise.config import config_to_dict, dump_yaml
 from chunkwise.errors import BadInput
+from chunkwise.train.checkpoint_contents import load_kwargs, save_kwargs, setup_checkpoints
 from chunkwise.train.recipe import Recipe, training_files
 from chunkwise.train.runinfo import (
     git_sha,
@@ -44,6 +45,7 @@ from chunkwise.train.runinfo import (
     wandb_mode,
 )
 from chunkwise.train.saving import (
+    base_spec,
     hold_output_dir,
     incomplete_final,
     resume_point,
@@ -221,8 +223,12 @@ class Trainer:
                 f"sequence-parallel size {self.layout.sp} != configured {self.sp_size}"
             )
         self.ce_impl = "liger" if use_liger(r.model.liger, self.cuda) else "torch"
+        # a LoRA run checkpoints what trains; step checkpoints load with checkpoints/model/
+        self.lora = r.model.lora.enabled
+        base = base_spec(r, self.base_saved, self.kind) if self.lora else None
+        setup_checkpoints(accelerator, self.model, self.tokenizer, self.ckpt_root, base_spec=base)
         if self.resume_from is not None:
-            accelerator.load_state(str(self.resume_from))
+            accelerator.load_state(str(self.resume_from), **load_kwargs(accelerator, self.lora))
             log.info("resumed from %s (step %d of %d)", self.resume_from, self.start, self.total)
 
     def _setup_run_record(self) -> None:
@@ -433,7 +439,12 @@ class Trainer:
             last_metrics=self.last,
         )
         save_checkpoint(
-            self.accelerator, self.ckpt_root, step, self.state, self.tc.save_total_limit
+            self.accelerator,
+            self.ckpt_root,
+            step,
+            self.state,
+            self.tc.save_total_limit,
+            **save_kwargs(self.accelerator, self.lora),
         )
 
     # ---- save -----------------------------------------------------------------------------

@@ -1,0 +1,134 @@
+"""What a step checkpoint holds beyond accelerate's defaults (the layout is
+:mod:`chunkwise.llm.step_checkpoint`'s).
+
+- A LoRA run's step checkpoint holds the trainable weights (adapter, trainable token rows),
+  optimizer and RNG states only, not the frozen base (~16 GB for an 8B model): plain and DDP
+  runs save ``trainable.safetensors`` through accelerate's save/load state hooks; DeepSpeed
+  ZeRO-2/3 runs pass ``exclude_frozen_parameters`` to DeepSpeed's own ``save_checkpoint``
+  (under ZeRO-3 the frozen base is partitioned, so leaving it out is DeepSpeed's call to make)
+  and load with ``load_module_strict=False``. A resume rebuilds the base from the same source
+  (the pretrained model, or the run's saved random base) and loads the trainable weights onto
+  it. FSDP2 saves its sharded state dict as before (whole model).
+- ``OUTPUT/checkpoints/model/``, written once per run: the config and tokenizer every step
+  checkpoint loads with, and for LoRA the adapter config and base spec, so that
+  ``chunkwise eval --model OUTPUT/checkpoints/step-N`` works.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+from typing import Any
+
+from chunkwise.errors import BadInput
+from chunkwise.io import atomic_write_json
+from chunkwise.llm.step_checkpoint import MODEL_FILES, TRAINABLE_FILE, load_weights
+
+
+def _plain(accelerator: Any) -> bool:
+    from accelerate.utils import DistributedType
+
+    return accelerator.distributed_type not in (DistributedType.DEEPSPEED, DistributedType.FSDP)
+
+
+def trainable_state_dict(model: Any) -> dict[str, Any]:
+    """The trainable parameters of ``model`` (detached, contiguous, on CPU), by name."""
+    return {
+        n: p.detach().to("cpu").contiguous() for n, p in model.named_parameters() if p.requires_grad
+    }
+
+
+def install_hooks(accelerator: Any, lora: bool) -> None:
+    """For a LoRA run on a plain or DDP engine: ``save_state`` writes the trainable weights
+    alone (``trainable.safetensors``) and ``load_state`` loads them back onto the base."""
+    if not lora or not _plain(accelerator):
+        return
+
+    def save_hook(models: list, weights: list, output_dir: str) -> None:
+        from safetensors.torch import save_file
+
+        if not weights:
+            return
+        if len(models) != 1:
+            raise RuntimeError(f"expected one prepared model, got {len(models)}")
+        sd = trainable_state_dict(accelerator.unwrap_model(models[0]))
+        weights.clear()  # accelerate writes no model.safetensors (the whole model)
+        if accelerator.is_main_process:
+            save_file(sd, str(Path(output_dir) / TRAINABLE_FILE), metadata={"format": "pt"})
+
+    def load_hook(models: list, input_dir: str) -> None:
+        from safetensors.torch import load_file
+
+        if not models:
+            return
+        path = Path(input_dir) / TRAINABLE_FILE
+        if not path.is_file():
+            raise BadInput(f"{input_dir}: a LoRA run's checkpoint without {TRAINABLE_FILE}")
+        model = accelerator.unwrap_model(models[0])
+        load_weights(model, load_file(str(path)), path, lora=True)
+        models.clear()  # accelerate loads no model.safetensors
+
+    accelerator.register_save_state_pre_hook(save_hook)
+    accelerator.register_load_state_pre_hook(load_hook)
+
+
+def save_kwargs(accelerator: Any, lora: bool) -> dict[str, Any]:
+    """Extra ``accelerator.save_state`` arguments: DeepSpeed leaves a LoRA run's frozen base out."""
+    return {"exclude_frozen_parameters": True} if lora and not _plain(accelerator) else {}
+
+
+def load_kwargs(accelerator: Any, lora: bool) -> dict[str, Any]:
+    """Extra ``accelerator.load_state`` arguments matching :func:`save_kwargs`."""
+    from accelerate.utils import DistributedType
+
+    deepspeed = accelerator.distributed_type == DistributedType.DEEPSPEED
+    return {"load_module_strict": False} if lora and deepspeed else {}
+
+
+def write_model_files(
+    ckpt_root: Path, model: Any, tokenizer: Any, *, base_spec: str | None, is_main: bool
+) -> Path:
+    """``ckpt_root/model/``: the unwrapped ``model``'s config (or, LoRA: its adapter config and
+    ``base_spec``) and the tokenizer; written once (atomically), kept on a resume."""
+    from chunkwise.llm.hf import BASE_SPEC_FILE
+
+    folder = ckpt_root / MODEL_FILES
+    if not is_main or folder.is_dir():
+        return folder
+    tmp = ckpt_root / (MODEL_FILES + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    if base_spec is not None:
+        model.peft_config["default"].save_pretrained(str(tmp))
+        atomic_write_json(tmp / BASE_SPEC_FILE, {"base": base_spec})
+    else:
+        cfg = copy.deepcopy(model.config)
+        cfg.use_cache = True
+        cfg.save_pretrained(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    tmp.rename(folder)
+    return folder
+
+
+def setup_checkpoints(
+    accelerator: Any, model: Any, tokenizer: Any, ckpt_root: Path, *, base_spec: str | None
+) -> None:
+    """After ``prepare``: a LoRA run (``base_spec`` given) checkpoints its trainable weights
+    only (:func:`install_hooks`), and the main process writes ``checkpoints/model/``."""
+    install_hooks(accelerator, base_spec is not None)
+    unwrapped = accelerator.unwrap_model(model)
+    write_model_files(
+        ckpt_root, unwrapped, tokenizer, base_spec=base_spec, is_main=accelerator.is_main_process
+    )
+    accelerator.wait_for_everyone()
+
+
+__all__ = [
+    "install_hooks",
+    "load_kwargs",
+    "save_kwargs",
+    "setup_checkpoints",
+    "trainable_state_dict",
+    "write_model_files",
+]
