@@ -14,6 +14,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", metavar="OUT.json", help="write the table as JSON here")
     p.add_argument("--title", help="chart title")
+    p.add_argument(
+        "--funnel-plot",
+        metavar="OUT.png",
+        help="write the evidence audit's funnels (runs evaluated with --audit) as stacked bars",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,10 +29,30 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.json, "--json")
     if args.plot:
         check_output_file(args.plot, "--plot", PLOT_SUFFIXES)
+    if args.funnel_plot:
+        check_output_file(args.funnel_plot, "--funnel-plot", PLOT_SUFFIXES)
     table = compare(args.runs)
     print(to_markdown(table))
+    funnels = _funnels(table, args)
+    if funnels is not None:
+        table["funnels"] = funnels
     if args.json:
         atomic_write_json(args.json, table)
     if args.plot:
         plot(table, args.plot, title=args.title)
     return 0
+
+
+def _funnels(table: dict, args: argparse.Namespace) -> dict | None:
+    """The evidence audit's funnels of the runs that have one, printed under the table
+    (:mod:`chunkwise.eval.funnels`); None when no run has one and no funnel plot is asked."""
+    from chunkwise.eval import funnels
+
+    runs = table["runs"]
+    found = funnels.load_funnels([r["path"] for r in runs], [r["label"] for r in runs])
+    if not found["tasks"] and not args.funnel_plot:
+        return None
+    print("\n" + funnels.to_markdown(found))
+    if args.funnel_plot:
+        funnels.plot(found, args.funnel_plot, title=args.title)
+    return found
