@@ -37,6 +37,8 @@ RESUME_EXEMPT = frozenset(
         "wandb_entity",
         "wandb_tags",
         "wandb_step",
+        "wandb_group",
+        "checkpoints",
     }
 )
 
@@ -109,6 +111,8 @@ class EvalConfig:
     wandb_tags: list[str] = field(default_factory=list)
     #: log the metrics at this step (e.g. the training step of the checkpoint)
     wandb_step: int | None = None
+    #: wandb group of the run (a checkpoint sweep puts all its runs in one group)
+    wandb_group: str | None = None
     #: effective context length: run the same tasks at each length (4K,8K,16K: K = 1024
     #: tokens) into OUTPUT/len-<L>/ and write OUTPUT/lengths.json and lengths.png; --data must
     #: have a length (synthetic:LENGTH, heldout:LENGTH, train:LENGTH)
@@ -125,6 +129,10 @@ class EvalConfig:
     #: with --plan: assume each call writes this many tokens (default: its whole output budget,
     #: an upper bound)
     plan_reply_tokens: int | None = None
+    #: with --model RUN_DIR (a training run's folder): evaluate its step checkpoints and final
+    #: model into OUTPUT/step-<N>/ and OUTPUT/final/, then OUTPUT/curve.json and curve.png:
+    #: all, last, steps (2,4,6), or watch (as the training writes them, until it finishes)
+    checkpoints: str | None = None
 
     def __post_init__(self) -> None:
         # what each value must be, checked as the config is read (the error names the recipe

@@ -95,6 +95,7 @@ def log_eval(
             project=cfg.get("wandb_project") or "chunkwise-eval",
             entity=cfg.get("wandb_entity") or None,
             name=run_dir.name,
+            group=cfg.get("wandb_group") or None,
             dir=str(run_dir),
             config=config,
             job_type="eval",
