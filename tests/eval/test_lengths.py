@@ -189,3 +189,32 @@ def test_cli_lengths_prints_effective_lengths(tmp_path, capsys):
     assert summary["effective_length"]["passkey"] == {"ruler": 1024}
     assert summary["scores"]["passkey"] == {"512": 100.0, "1024": 100.0}
     assert (tmp_path / "cli" / "lengths.json").is_file()
+
+
+@pytest.mark.slow
+def test_lengths_on_the_embedded_model(tmp_path, embedded_llm):
+    """hf:default, standard decoding, generated passkey documents at two lengths, n=2."""
+    cfg = EvalConfig(
+        model="hf:default",
+        benchmark="generated",
+        tasks=["passkey"],
+        data="heldout:4000",
+        lengths=["300", "600"],
+        limit=2,
+        output=str(tmp_path / "real"),
+    )
+    report = run_lengths(cfg, progress=False, llm=embedded_llm)
+    line = report["curves"]["standard"]["passkey"]
+    assert [p["length"] for p in line] == [300, 600]
+    for p, n in zip(line, (300, 600), strict=True):
+        run = json.loads((tmp_path / "real" / f"len-{n}" / "results.json").read_text())
+        assert run["config"]["data"] == f"heldout:{n}"
+        assert run["model"]["spec"] == "hf:default"
+        assert p["n"] == 2 and p["score"] == run["results"]["passkey"]["score"]
+        assert p["ci95"] == run["results"]["passkey"]["score_ci95"]
+        # each document read at its own length: the prompt grows with it
+        assert run["strategy_stats"]["passkey"]["prompt_tokens"] > 2 * 0.8 * n
+    eff = report["effective_length"]["standard"]["passkey"]["ruler"]
+    scores = [p["score"] for p in line]
+    expected = None if scores[0] <= 85.6 else (300 if scores[1] <= 85.6 else 600)
+    assert eff["length"] == expected
