@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput, MissingDependency
+from chunkwise.train.recipe import Recipe
 
 ENGINES = (
     "deepspeed-zero1",
@@ -150,17 +151,55 @@ def load_dtype(
     return "float32"
 
 
-def check_ulysses(env: dict[str, str] | None = None, *, cuda: bool, flash_attn: bool) -> None:
-    """Ulysses sequence parallelism (``parallelism_config_sp_size > 1``) with a flash-attention
-    kernel needs flash-attn on CUDA; without it DeepSpeed fails later with an error that does not
-    say so. Raise a clear one instead."""
+def sp_size(env: dict[str, str] | None = None) -> int:
+    """The launch's Ulysses sequence-parallel degree (``parallelism_config_sp_size``; 1 = off)."""
     env = os.environ if env is None else env
     try:
-        sp = int(env.get("PARALLELISM_CONFIG_SP_SIZE", "1") or 1)
+        return int(env.get("PARALLELISM_CONFIG_SP_SIZE", "1") or 1)
     except ValueError:
-        sp = 1
-    attn = env.get("PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION", "") or ""
-    if sp > 1 and attn.startswith("flash_attention") and not (cuda and flash_attn):
+        return 1
+
+
+def sp_attention(env: dict[str, str] | None = None) -> str | None:
+    """The attention the launch's Ulysses wrapper runs (``parallelism_config_sp_attn_
+    implementation``), or None without sequence parallelism; the model must be built with it."""
+    env = os.environ if env is None else env
+    if sp_size(env) <= 1:
+        return None
+    return env.get("PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION", "") or ""
+
+
+#: the launch flag that names the attention Ulysses runs
+SP_ATTN_FLAG = "--parallelism_config_sp_attn_implementation"
+
+
+def check_ulysses(
+    env: dict[str, str] | None = None,
+    *,
+    cuda: bool,
+    flash_attn: bool,
+    model_attn: str = "auto",
+    packed: bool = False,
+) -> str | None:
+    """Check a Ulysses launch (``parallelism_config_sp_size > 1``) against the recipe before any
+    model loads; returns the attention implementation the model must use (None without SP).
+
+    DeepSpeed's Ulysses wrapper runs the attention the launch names and refuses a model built
+    with another one (a raw ValueError after the model loaded); ``model.attn_implementation:
+    auto`` takes the launch's, any other value must equal it. A flash-attention kernel needs
+    flash-attn on CUDA. With ``sdpa`` the wrapper drops the attention mask, so packed rows
+    would attend across their sequences: packing needs flash attention there."""
+    env = os.environ if env is None else env
+    attn = sp_attention(env)
+    if attn is None:
+        return None
+    sp = sp_size(env)
+    if not attn:
+        raise BadInput(
+            f"Ulysses sequence parallelism (sp_size {sp}) needs the attention it runs: add "
+            f"{SP_ATTN_FLAG} sdpa (or flash_attention_2 on CUDA) to the accelerate launch"
+        )
+    if attn.startswith("flash_attention") and not (cuda and flash_attn):
         raise MissingDependency(
             f"flash-attn (the accelerate config's Ulysses sequence parallelism, sp_size {sp}, "
             f"uses parallelism_config_sp_attn_implementation: {attn})",
@@ -168,24 +207,49 @@ def check_ulysses(env: dict[str, str] | None = None, *, cuda: bool, flash_attn: 
             "parallelism_config_sp_attn_implementation: sdpa with batching.strategy=sorted "
             "and batching.batch_size=1",
         )
+    if model_attn not in ("auto", attn):
+        raise BadInput(
+            f"model.attn_implementation={model_attn} but the launch runs Ulysses attention "
+            f"with {attn} ({SP_ATTN_FLAG} {attn}); the model must use the same: add "
+            f"--model.attn_implementation={attn} (or leave it auto)"
+        )
+    if attn == "sdpa" and packed:
+        raise BadInput(
+            "batching.strategy=packed under Ulysses with sdpa attention would let packed "
+            "sequences attend to each other (Ulysses drops the attention mask); add "
+            "--batching.strategy=sorted --batching.batch_size=1, or launch with "
+            f"{SP_ATTN_FLAG} flash_attention_2 on CUDA"
+        )
+    return attn
 
 
 def _family(engine: str) -> str:
     return engine.split("-")[0] if engine.startswith("deepspeed") else engine
 
 
-def build_accelerator(**kwargs: Any) -> tuple[Any, str]:
+def build_accelerator(
+    *, recipe: Recipe | None = None, timeout_minutes: float | None = None, **kwargs: Any
+) -> tuple[Any, str]:
     """An Accelerator running the engine the launch asked for, and that engine's name.
 
     ``kwargs`` go to ``Accelerator`` (gradient accumulation, mixed precision, trackers).
+    ``recipe``: checked against a Ulysses launch first (:func:`check_ulysses`); its
+    ``train.timeout_minutes`` is the process group's timeout unless ``timeout_minutes`` is given.
     Raises ``BadInput`` when the engine that would run is not the one requested."""
     import torch
 
+    from chunkwise.train.kernels import flash_attn_problem
+
     wanted = requested_engine()
     cuda = torch.cuda.is_available()
-    from chunkwise.train.modeling import has_module
-
-    check_ulysses(cuda=cuda, flash_attn=has_module("flash_attn"))
+    check_ulysses(
+        cuda=cuda,
+        flash_attn=cuda and flash_attn_problem() is None,
+        model_attn=recipe.model.attn_implementation if recipe else "auto",
+        packed=recipe is not None and recipe.batching.strategy == "packed",
+    )
+    if timeout_minutes is None and recipe is not None:
+        timeout_minutes = recipe.train.timeout_minutes
     if wanted.startswith("deepspeed"):
         if not cuda:
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -199,20 +263,19 @@ def build_accelerator(**kwargs: Any) -> tuple[Any, str]:
         if not cuda:
             skip_cpu_inference_kernel()
     from accelerate import Accelerator
-    from accelerate.utils import InitProcessGroupKwargs
 
     if cuda:
-        accelerator = Accelerator(**kwargs)
+        accelerator = Accelerator(kwargs_handlers=_pg_kwargs("nccl", timeout_minutes), **kwargs)
     elif wanted.startswith("deepspeed"):
         # cpu=True would drop DeepSpeed; without a backend accelerate counts one process
-        accelerator = Accelerator(
-            kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")], **kwargs
-        )
+        accelerator = Accelerator(kwargs_handlers=_pg_kwargs("gloo", timeout_minutes), **kwargs)
     elif wanted.startswith("fsdp"):
-        accelerator = _cpu_fsdp_accelerator(**kwargs)
+        accelerator = _cpu_fsdp_accelerator(timeout_minutes, **kwargs)
     else:
         # without cpu=True, torchrun ranks on a CPU machine each run alone (no gloo group)
-        accelerator = Accelerator(cpu=True, **kwargs)
+        accelerator = Accelerator(
+            cpu=True, kwargs_handlers=_pg_kwargs("gloo", timeout_minutes), **kwargs
+        )
     actual = engine_name(accelerator)
     if _family(actual) != _family(wanted) or (wanted.startswith("deepspeed") and actual != wanted):
         raise BadInput(
@@ -253,13 +316,44 @@ def skip_cpu_inference_kernel() -> None:
     deepspeed.ops.__compatible_ops__[CPU_INFERENCE_KERNEL] = False
 
 
-def _cpu_fsdp_accelerator(**kwargs: Any) -> Any:
+def _pg_kwargs(backend: str, timeout_minutes: float | None) -> list[Any]:
+    """accelerate's process-group settings: ``backend``, and the timeout when one is given
+    (else accelerate's default: 10 minutes for NCCL, 30 for gloo); none for one process."""
+    from datetime import timedelta
+
+    from accelerate.utils import InitProcessGroupKwargs
+
+    if int(os.environ.get("LOCAL_RANK", "-1") or -1) == -1 and _world() <= 1:
+        return []
+    timeout = timedelta(minutes=timeout_minutes) if timeout_minutes else None
+    return [InitProcessGroupKwargs(backend=backend, timeout=timeout)]
+
+
+def process_group_timeout() -> float | None:
+    """The default process group's timeout in seconds (None without one, or unreadable)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    try:
+        group = dist.distributed_c10d._get_default_group()
+        device = torch.device("cuda" if dist.get_backend() == "nccl" else "cpu")
+        return group._get_backend(device).options._timeout.total_seconds()
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _cpu_fsdp_accelerator(timeout_minutes: float | None = None, **kwargs: Any) -> Any:
     """FSDP on a CPU machine: accelerate enables FSDP only for GPU-like distributed types, so
     the gloo group is created first (``PartialState(cpu=True)``) and marked multi-device."""
+    from datetime import timedelta
+
     from accelerate import Accelerator, PartialState
     from accelerate.utils import DistributedType
 
-    state = PartialState(cpu=True)
+    extra = {"timeout": timedelta(minutes=timeout_minutes)} if timeout_minutes else {}
+    state = PartialState(cpu=True, **extra)
     if state.num_processes < 2:
         raise BadInput("FSDP needs at least 2 processes (accelerate launch --num_processes N)")
     PartialState._shared_state["distributed_type"] = DistributedType.MULTI_GPU
@@ -274,5 +368,8 @@ __all__ = [
     "fast_bf16",
     "launch_env",
     "load_dtype",
+    "process_group_timeout",
     "requested_engine",
+    "sp_attention",
+    "sp_size",
 ]

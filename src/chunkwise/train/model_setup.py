@@ -1,6 +1,7 @@
 """The model a training run trains and its optimizer, before ``accelerator.prepare``: built in
 the load dtype (a random init whole, outside ZeRO-3's partitioned construction), its random base
-saved for evaluation when an adapter trains on it, LoRA-wrapped when asked; AdamW, or DeepSpeed's
+saved for evaluation when an adapter trains on it, LoRA-wrapped when asked, with the attention
+a Ulysses launch runs; AdamW, or DeepSpeed's
 CPU Adam when ZeRO offloads the optimizer."""
 
 from __future__ import annotations
@@ -25,12 +26,21 @@ def build_model_and_optimizer(
     deepspeed: bool,
     is_main: bool,
 ) -> tuple[Any, Any, Path | None]:
-    """(model, optimizer, the saved random base or None) for recipe ``r``."""
+    """(model, optimizer, the saved random base or None) for recipe ``r``.
+
+    Under Ulysses the model is built with the attention the launch names (``model.
+    attn_implementation: auto``; :func:`chunkwise.train.engine.check_ulysses` refused any other
+    value before this)."""
+    import dataclasses
+
     import torch
 
-    from chunkwise.train.engine import load_dtype
+    from chunkwise.train.engine import load_dtype, sp_attention
     from chunkwise.train.modeling import apply_lora, build_model
 
+    sp_attn = sp_attention()
+    if sp_attn:
+        r = dataclasses.replace(r, model=dataclasses.replace(r.model, attn_implementation=sp_attn))
     lora_cfg = r.model.lora
     dtype = getattr(
         torch,

@@ -79,14 +79,21 @@ def arch_config(preset: str, overrides: dict[str, Any], vocab_size: int | None =
 
 
 def attn_implementation(setting: str, cuda: bool) -> str:
-    """The attention kernel name for transformers (registering ``chunkwise_varlen`` if used)."""
-    from chunkwise.train import attention
+    """The attention kernel name for transformers (registering ``chunkwise_varlen`` if used).
 
+    ``auto`` takes flash_attention_2 on CUDA when flash-attn *imports* (a broken wheel is
+    found but fails to import: then ``chunkwise_varlen``, with a warning naming the error)."""
+    from chunkwise.train import attention
+    from chunkwise.train.kernels import flash_attn_problem
+
+    problem = flash_attn_problem() if cuda else "needs CUDA"
     if setting == "auto":
-        setting = "flash_attention_2" if cuda and has_module("flash_attn") else attention.NAME
-    if setting.startswith("flash_attention") and not (cuda and has_module("flash_attn")):
+        setting = "flash_attention_2" if problem is None else attention.NAME
+        if problem not in (None, "not installed", "needs CUDA"):
+            log.warning("flash-attn is installed but unusable (%s): using %s", problem, setting)
+    if setting.startswith("flash_attention") and problem is not None:
         raise MissingDependency(
-            f"{setting} (model.attn_implementation)",
+            f"{setting} (model.attn_implementation: flash-attn {problem})",
             "pip install flash-attn on a CUDA machine, or use auto",
         )
     if setting == attention.NAME:
@@ -94,16 +101,25 @@ def attn_implementation(setting: str, cuda: bool) -> str:
     return setting
 
 
-def use_liger(setting: str, cuda: bool) -> bool:
+def use_liger(setting: str, cuda: bool, *, device: str | None = None) -> bool:
+    """Whether to use Liger's kernels: ``on`` requires them, ``auto`` uses them on CUDA only
+    when they import and one step through them matches PyTorch (a warning says why not when
+    they are installed but fail). ``device``: where that check runs (default: cuda)."""
+    from chunkwise.train.kernels import liger_problem
+
     if setting == "off":
         return False
-    available = cuda and has_module("liger_kernel")
-    if setting == "on" and not available:
+    problem = "needs CUDA" if not cuda and device is None else liger_problem(device or "cuda")
+    if problem is None:
+        return True
+    if setting == "on":
         raise MissingDependency(
-            "Liger kernels (model.liger=on)",
+            f"Liger kernels (model.liger=on: {problem})",
             "pip install liger-kernel on a CUDA machine, or set model.liger=auto",
         )
-    return available
+    if problem not in ("not installed", "needs CUDA"):
+        log.warning("Liger kernels are installed but unusable (%s): not using them", problem)
+    return False
 
 
 # --------------------------------------------------------------------------------------------

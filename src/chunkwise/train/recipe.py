@@ -206,6 +206,11 @@ class TrainConfig:
     peak_tflops: float | None = None
     #: rows of logits per cross-entropy chunk (bounds the fp32 copy of the logits)
     ce_chunk_tokens: int = 8192
+    #: minutes a rank waits in a collective before the run fails (the process group's timeout).
+    #: Rank 0 tokenizes the whole corpus while the other ranks wait at a barrier, so this must
+    #: outlast that: 120 covers ~100M tokens of MapReduce stages at the slowest rate measured
+    #: (docs/training.md); NCCL's own default (10) does not
+    timeout_minutes: float = 120.0
 
     def __post_init__(self) -> None:
         for key in ("grad_accum", "save_steps", "log_steps", "ce_chunk_tokens"):
@@ -216,6 +221,8 @@ class TrainConfig:
         _within("min_lr_ratio", self.min_lr_ratio, 0 <= self.min_lr_ratio <= 1, "[0, 1]")
         if self.lr <= 0:
             raise InvalidOption("lr", self.lr, "a number > 0")
+        if not self.timeout_minutes > 0:
+            raise InvalidOption("timeout_minutes", self.timeout_minutes, "a number > 0")
 
 
 @dataclass

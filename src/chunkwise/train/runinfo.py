@@ -1,4 +1,5 @@
-"""What a run records about itself: git sha, package versions, the machine, the wandb mode and run id."""
+"""What a run records about itself: git sha, package versions, the machine, the input positions
+each rank's model received, the wandb mode and run id."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from chunkwise.train.recipe import Recipe
 
@@ -65,6 +67,28 @@ def machine() -> dict[str, object]:
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     gpu = torch.cuda.get_device_name(0) if gpus else None
     return {"cpu": cpu, "cpus": os.cpu_count(), "gpu": gpu, "gpus": gpus}
+
+
+class InputPositions:
+    """Counts the sequence positions (rows x width) the model's input embedding receives in
+    this process: under Ulysses each rank of a group must see its slice of every row, not the
+    whole row. :meth:`per_rank` gathers the counts of every rank (all ranks call it)."""
+
+    def __init__(self, model: Any) -> None:
+        self.positions = 0
+        emb = model.get_input_embeddings()
+        self._hook = emb.register_forward_hook(self._count)
+
+    def _count(self, module: Any, args: tuple, output: Any) -> None:
+        if args and hasattr(args[0], "shape"):
+            self.positions += int(args[0].numel())
+
+    def per_rank(self, accelerator: Any) -> list[int]:
+        if accelerator.num_processes < 2:
+            return [self.positions]
+        from accelerate.utils import gather_object
+
+        return [int(n) for n in gather_object([self.positions])]
 
 
 def wandb_mode(recipe: Recipe) -> str:
@@ -126,6 +150,7 @@ def note_wandb_step(out_dir: Path, step: int) -> None:
 
 
 __all__ = [
+    "InputPositions",
     "git_sha",
     "machine",
     "new_run_id",

@@ -33,8 +33,11 @@ from typing import Any
 from chunkwise.config import config_to_dict, dump_yaml
 from chunkwise.errors import BadInput
 from chunkwise.train.checkpoint_contents import load_kwargs, save_kwargs, setup_checkpoints
+from chunkwise.train.engine import process_group_timeout
+from chunkwise.train.multinode import check_resume_layout, check_shared_output_dir, layout_of
 from chunkwise.train.recipe import Recipe, training_files
 from chunkwise.train.runinfo import (
+    InputPositions,
     git_sha,
     machine,
     new_run_id,
@@ -107,6 +110,7 @@ class Trainer:
         os.environ["WANDB_MODE"] = self.mode
         self.trackers = self.mode != "disabled" and has_module("wandb")
         self.accelerator, self.engine = build_accelerator(
+            recipe=r,
             gradient_accumulation_steps=tc.grad_accum,
             mixed_precision="bf16" if self.precision == "bf16" else "no",
             log_with="wandb" if self.trackers else None,
@@ -115,6 +119,7 @@ class Trainer:
         self.is_main = self.accelerator.is_main_process
         # the main process checks and locks output_dir before any rank writes (all or none go on)
         held.enter_context(hold_output_dir(self.accelerator, r))
+        check_shared_output_dir(self.accelerator, self.out_dir)  # every rank sees one folder
         if not self.is_main:  # one set of progress lines per run, not one per rank
             logging.getLogger("chunkwise").setLevel(logging.WARNING)
         self.deepspeed = self.accelerator.distributed_type == DistributedType.DEEPSPEED
@@ -194,6 +199,8 @@ class Trainer:
             self.start, self.state, self.resume_from = resume_point(
                 self.accelerator, self.ckpt_root, self.examples_hash, trust=self.trust_checkpoint
             )
+        if self.resume_from is not None:
+            check_resume_layout(self.state, self.resume_from, self._layout_record())
 
     def _setup_model(self) -> None:
         """The model (LoRA-wrapped when asked) and its optimizer, both prepared by accelerate;
@@ -216,6 +223,7 @@ class Trainer:
         self.n_params, self.n_trainable = count_params(model)
         self.arch = Arch.from_config(model.config)
         self.lora_params = self.n_trainable if r.model.lora.enabled else 0
+        self.positions = InputPositions(model)  # what each rank's model receives
         self.model, self.optimizer = accelerator.prepare(model, optimizer)
         self.layout = Layout(accelerator)
         if self.layout.sp != self.sp_size:
@@ -258,6 +266,7 @@ class Trainer:
             "engine": self.engine,
             "world_size": self.layout.world,
             "sp_size": self.layout.sp,
+            "process_group_timeout_s": process_group_timeout(),
             "params": self.n_params,
             "trainable_params": self.n_trainable,
             "versions": versions(),
@@ -437,6 +446,7 @@ class Trainer:
             data_sha256=self.data_hash,
             loss=self.last["train/loss"],
             last_metrics=self.last,
+            **self._layout_record(),
         )
         save_checkpoint(
             self.accelerator,
@@ -446,6 +456,10 @@ class Trainer:
             self.tc.save_total_limit,
             **save_kwargs(self.accelerator, self.lora),
         )
+
+    def _layout_record(self) -> dict[str, Any]:
+        """World size, engine and sp degree: a checkpoint records them, a resume must match."""
+        return layout_of(self.accelerator.num_processes, self.engine, self.sp_size)
 
     # ---- save -----------------------------------------------------------------------------
 
@@ -459,6 +473,7 @@ class Trainer:
             "repaired_incomplete_final": self.repaired,
             "final": self.last,
             "seconds": round(time.perf_counter() - self.t_start, 2),
+            "input_positions_per_rank": self.positions.per_rank(self.accelerator),
         }
         save_final(
             self.accelerator,
