@@ -7,7 +7,9 @@ are logged at (a checkpoint's training step, so evals of several checkpoints lin
 Offline unless the user says otherwise: ``WANDB_MODE`` defaults to ``offline`` here, so runs land
 in ``<run folder>/wandb/offline-run-*`` and can be pushed later with ``wandb sync``. Set
 ``WANDB_MODE=online`` yourself to log live. Metric names are stable: ``eval/<task>/<metric>``
-(score, n, errors and the per-example strategy stats) and ``eval/average/score``.
+(score, n, errors and the per-example strategy stats) and ``eval/average/score``; with
+``--audit``, each outcome's count ``eval/<task>/audit/<outcome>`` and the funnels as a table
+``eval/audit_funnel``.
 """
 
 from __future__ import annotations
@@ -48,7 +50,20 @@ def metrics_of(results: dict[str, Any]) -> dict[str, float]:
             else:
                 out[f"eval/{task}/{key}_per_example"] = value
     out["eval/average/score"] = results["average"]["score"]
+    for task, block in (results.get("audit") or {}).items():  # the evidence audit's funnel
+        for outcome, count in block["funnel"].items():
+            out[f"eval/{task}/audit/{outcome}"] = count
     return out
+
+
+def funnel_rows(results: dict[str, Any]) -> list[list[Any]]:
+    """The evidence audit's funnels as rows (task, outcome, count, share of n)."""
+    rows = []
+    for task, block in (results.get("audit") or {}).items():
+        n = block["n"]
+        for outcome, count in block["funnel"].items():
+            rows.append([task, outcome, count, count / n if n else 0.0])
+    return rows
 
 
 def _cell(value: Any) -> Any:
@@ -120,6 +135,11 @@ def log_eval(
                     *[_cell(task if c == "task" else row.get(c)) for c in SAMPLE_COLUMNS]
                 )
         run.log({"eval/samples": table}, **at)
+        if results.get("audit"):
+            funnel = wandb.Table(columns=["task", "outcome", "count", "share"])
+            for row in funnel_rows(results):
+                funnel.add_data(*row)
+            run.log({"eval/audit_funnel": funnel}, **at)
         if results_file is not None and Path(results_file).is_file():
             artifact = wandb.Artifact(
                 f"results-{_artifact_name(run_dir.name)}", type="eval_results"
@@ -141,4 +161,4 @@ def _artifact_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "eval"
 
 
-__all__ = ["SAMPLE_COLUMNS", "log_eval", "metrics_of"]
+__all__ = ["SAMPLE_COLUMNS", "funnel_rows", "log_eval", "metrics_of"]
