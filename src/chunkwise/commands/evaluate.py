@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if cfg.lengths:
         return _run_lengths(cfg, progress=not args.no_progress)
+    if cfg.checkpoints:
+        return _run_checkpoints(cfg, progress=not args.no_progress)
     results = run_eval(cfg, progress=not args.no_progress)
     assert results is not None
     summary = {
@@ -55,6 +57,22 @@ def run(args: argparse.Namespace) -> int:
         "stderr": {t: r["score_stderr"] for t, r in results["results"].items()},
         "average": results["average"]["score"],
         "n": {t: r["n"] for t, r in results["results"].items()},
+    }
+    print(json.dumps(summary, ensure_ascii=False))
+    return 0
+
+
+def _run_checkpoints(cfg, *, progress: bool) -> int:
+    """``--checkpoints``: the sweep over a training run, then the average score per point."""
+    from chunkwise.eval.checkpoint_sweep import run_checkpoint_sweep
+
+    report = run_checkpoint_sweep(cfg, progress=progress)
+    summary = {
+        "output": cfg.output,
+        "curve_json": str(Path(cfg.output) / report["files"]["json"]),
+        "scores": {
+            task: {p["run"]: p["score"] for p in line} for task, line in report["curves"].items()
+        },
     }
     print(json.dumps(summary, ensure_ascii=False))
     return 0
