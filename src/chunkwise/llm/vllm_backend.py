@@ -12,6 +12,8 @@ Options after ``?`` (``&``-joined):
 
 =====================  ======================================================================
 ``tp=N``               tensor-parallel size (default 1)
+``dp=N``               data-parallel replicas, each a process on its own ``tp`` GPUs (on CPU:
+                       its share of the cores); see :mod:`chunkwise.llm.vllm_replicas`
 ``max_model_len=N``    context window (alias ``ctx``; default: the model's own on GPUs, 8192
                        on CPU)
 ``gpu_mem=0.9``        ``gpu_memory_utilization`` (GPUs only)
@@ -63,6 +65,7 @@ from chunkwise.errors import BadInput, MissingDependency
 from chunkwise.llm.backend_options import VllmOptions
 from chunkwise.llm.base import LLM
 from chunkwise.llm.cpu import cpu_dtype
+from chunkwise.llm.devices import pin_cpus, placement
 from chunkwise.llm.sigterm import exit_on_sigterm
 from chunkwise.llm.spec import ModelSpec, file_options, spec_options
 from chunkwise.llm.vllm_llm import INPROC, VLLMBackend
@@ -236,6 +239,10 @@ def load(spec: ModelSpec) -> LLM:
     # share them and tear them down under the first when it closes: while one is open, others
     # get their own processes.
     inproc = o.inproc if o.inproc is not None else (not cuda and o.tp == 1 and not INPROC)
+    if o.dp > 1:  # the replicas are processes of their own; none runs in this one
+        if o.inproc:
+            raise BadInput(f"model spec {spec.raw!r}: inproc=1 does not go with dp > 1")
+        inproc = False
     if inproc and INPROC:
         raise BadInput(
             f"model spec {spec.raw!r}: inproc=1, but another vLLM engine already runs in this "
@@ -243,13 +250,23 @@ def load(spec: ModelSpec) -> LLM:
         )
     if inproc:
         kwargs["distributed_executor_backend"] = "uni"
+    n_gpus = _cuda_count() if cuda else 0
     log.info("starting vLLM engine: %s", kwargs)
     exit_on_sigterm()
-    with (
-        scoped_env("VLLM_CPU_NUM_OF_RESERVED_CPU", None if reserved is None else str(reserved)),
-        scoped_env("VLLM_ENABLE_V1_MULTIPROCESSING", "0" if inproc else None),
-    ):
-        engine = vllm.LLM(**kwargs)  # its worker processes read the environment as they start
+    if o.dp > 1:
+        engine = _replicas(kwargs, o, n_gpus, reserved, cuda)
+    else:
+        # under a launcher, this rank's engine goes on this rank's GPUs (its workers read
+        # CUDA_VISIBLE_DEVICES as they start) or, on CPU, this rank's cores
+        where = placement(per_slot=o.tp, n_gpus=n_gpus)
+        pin_cpus(where)
+        visible = where.cuda_visible if where.gpus and where.shared else None
+        with (
+            scoped_env("VLLM_CPU_NUM_OF_RESERVED_CPU", None if reserved is None else str(reserved)),
+            scoped_env("VLLM_ENABLE_V1_MULTIPROCESSING", "0" if inproc else None),
+            scoped_env("CUDA_VISIBLE_DEVICES", visible),
+        ):
+            engine = vllm.LLM(**kwargs)  # its worker processes read the environment as they start
     window = ctx if ctx is not None else _max_model_len(engine)
     backend = VLLMBackend(
         engine,
@@ -262,6 +279,34 @@ def load(spec: ModelSpec) -> LLM:
     if inproc:
         INPROC.add(id(backend))
     return backend
+
+
+def _cuda_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def _replicas(
+    kwargs: dict[str, Any], o: VllmOptions, n_gpus: int, reserved: int | None, cuda: bool
+):
+    """``dp`` engines, each in its own process on its own devices (:mod:`.vllm_replicas`)."""
+    from transformers import AutoTokenizer
+
+    from chunkwise.llm.vllm_replicas import ReplicaPool
+
+    places = [
+        placement(replica=r, replicas=o.dp, per_slot=o.tp, n_gpus=n_gpus) for r in range(o.dp)
+    ]
+    env = {"VLLM_CPU_NUM_OF_RESERVED_CPU": str(reserved)} if reserved is not None else {}
+    child = dict(kwargs)
+    if not cuda and o.tp == 1:  # one process per replica: its worker inside it
+        child["distributed_executor_backend"] = "uni"
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    tokenizer = AutoTokenizer.from_pretrained(
+        kwargs.get("tokenizer") or kwargs["model"], trust_remote_code=o.trust_remote_code
+    )
+    return ReplicaPool(child, places, env, tokenizer)
 
 
 #: ranks vLLM accepts as ``max_lora_rank``

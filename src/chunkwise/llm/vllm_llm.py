@@ -200,6 +200,10 @@ class VLLMBackend(LLM):
             return
         if getattr(self, "inproc", False):
             INPROC.discard(id(self))
+        from chunkwise.llm.vllm_replicas import ReplicaPool
+
+        if isinstance(engine, ReplicaPool):  # dp=N: end the replica processes
+            engine.close()
         del engine
         try:  # free the GPU memory for a next engine in this process
             import gc
