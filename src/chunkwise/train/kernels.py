@@ -98,7 +98,7 @@ def _liger_one_step(device: str) -> str | None:
         loss = ce(logits, targets)
         loss.backward()
         grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-        return float(loss), grads
+        return float(loss.detach()), grads
 
     want, want_g = step(torch_model, torch.nn.CrossEntropyLoss())
     saved = {k: getattr(modeling_llama, k) for k in _LLAMA_GLOBALS if hasattr(modeling_llama, k)}

@@ -43,6 +43,18 @@ sha256 recorded at save; --trust_checkpoint skips that check (resuming unpickles
 only for checkpoints you trust, e.g. written by an older chunkwise)."""
 
 
+#: test hook: ``RANK=DIR`` gives that global rank another output_dir than the recipe's (what a
+#: node whose disk is not shared sees, on one machine)
+RANK_DIR_ENV = "CHUNKWISE_TRAIN_OUTPUT_DIR_OF_RANK"
+
+
+def _rank_output_dir(output_dir: str) -> str:
+    rank, sep, folder = os.environ.get(RANK_DIR_ENV, "").partition("=")
+    if sep and rank.strip() == os.environ.get("RANK", "0"):
+        return folder
+    return output_dir
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from chunkwise.logs import setup_logging
 
@@ -60,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         recipe = load_recipe(path, overrides)
+        recipe.output_dir = _rank_output_dir(recipe.output_dir)
         summary = run(recipe, trust_checkpoint=trust)
     except ChunkwiseError as e:
         sys.stderr.write(f"train: error: {e}\n")  # one write: ranks' lines never interleave
@@ -85,6 +98,7 @@ __all__ = [
     "FINAL_TMP",
     "HOLD_ENV",
     "KILL_ENV",
+    "RANK_DIR_ENV",
     "Layout",
     "checkpoints",
     "forward_backward",
