@@ -1,0 +1,202 @@
+"""`chunkwise eval --plan`: the counts it prints against what a real run on the same data
+counted (its stats and trace), exact where the strategy is deterministic in its calls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chunkwise.errors import BadInput
+from chunkwise.eval.config import EvalConfig
+from chunkwise.eval.plan import DryRunLLM, parse_rates, plan_eval, probe_rates
+from chunkwise.eval.runner import run_eval
+from chunkwise.llm import GenerationParams, Request, load_llm
+
+
+def _cfg(tmp_path, name, **kw):
+    base = dict(
+        model="scripted:passkey",
+        benchmark="infinitebench",
+        tasks=["passkey", "number_string"],
+        data="synthetic:1K",
+        limit=3,
+        output=str(tmp_path / name),
+    )
+    base.update(kw)
+    return EvalConfig(**base)
+
+
+def _real(cfg):
+    """The real run's totals and per-stage counts, from its predictions' stats and traces."""
+    results = run_eval(cfg, progress=False)
+    out = {}
+    for task in cfg.tasks:
+        text = (Path(cfg.output) / "predictions" / f"{task}.jsonl").read_text(encoding="utf-8")
+        lines = [json.loads(x) for x in text.splitlines() if x.strip()]
+        stages: dict[str, list[int]] = {}
+        for rec in lines:
+            for e in rec["trace"]:
+                s = stages.setdefault(e["stage"], [0, 0, 0])
+                s[0] += 1
+                s[1] += e["prompt_tokens"]
+                s[2] += e["completion_tokens"]
+        out[task] = {"stats": results["strategy_stats"][task], "stages": stages, "n": len(lines)}
+    return out
+
+
+def _plan(cfg, **kw):
+    with load_llm(cfg.model) as llm:
+        return plan_eval(cfg, llm, progress=False, **kw)
+
+
+def test_standard_plan_is_exact_in_calls_and_prefill(tmp_path):
+    cfg = _cfg(tmp_path, "std", context_window=700)  # documents are cut to the window
+    plan = _plan(cfg)
+    real = _real(cfg)
+    for task in cfg.tasks:
+        p, r = plan["tasks"][task], real[task]
+        assert p["examples"] == r["n"] == 3
+        assert p["calls"] == r["stats"]["llm_calls"] == 3
+        assert p["prefill_tokens"] == r["stats"]["prompt_tokens"]
+        assert p["stages"]["generate"]["exact"] == ["calls", "prefill"]
+        # replies at their whole budget: an upper bound of what was decoded
+        assert p["decode_tokens"] >= r["stats"]["completion_tokens"]
+    assert plan["total"]["prefill_tokens"] == sum(
+        real[t]["stats"]["prompt_tokens"] for t in cfg.tasks
+    )
+
+
+def test_mapreduce_plan_is_exact_for_the_map_wave(tmp_path):
+    cfg = _cfg(tmp_path, "mr", strategy="mapreduce", context_window=400)
+    plan = _plan(cfg)
+    real = _real(cfg)
+    for task in cfg.tasks:
+        p, r = plan["tasks"][task], real[task]
+        calls, prefill, _ = r["stages"]["map"]
+        assert calls > 2 * r["n"]  # several chunks per document
+        assert p["stages"]["map"]["calls"] == calls
+        assert p["stages"]["map"]["prefill_tokens"] == prefill
+        assert p["stages"]["map"]["exact"] == ["calls", "prefill"]
+        assert p["stages"]["reduce"]["calls"] == r["stages"]["reduce"][0] == 3
+        assert p["stages"]["reduce"]["exact"] == []  # its prompt holds the map replies
+        assert p["calls"] == r["stats"]["llm_calls"]  # no collapse at this size, either way
+
+
+def test_chain_of_agents_plan_counts_one_worker_per_chunk_and_a_manager(tmp_path):
+    cfg = _cfg(tmp_path, "coa", strategy="chain_of_agents", context_window=400)
+    plan = _plan(cfg)
+    real = _real(cfg)
+    for task in cfg.tasks:
+        p, r = plan["tasks"][task], real[task]
+        assert p["stages"]["worker"]["calls"] == r["stages"]["worker"][0] > r["n"]
+        assert p["stages"]["manager"]["calls"] == r["stages"]["manager"][0] == 3
+        assert p["stages"]["worker"]["exact"] == ["calls"]
+        assert p["calls"] == r["stats"]["llm_calls"]
+
+
+def test_reply_tokens_and_time_estimate(tmp_path):
+    cfg = _cfg(tmp_path, "t", strategy="mapreduce", context_window=400, plan_reply_tokens=5)
+    rates = {"prefill": 1000.0, "decode": 10.0}
+    plan = _plan(cfg, rates=rates)
+    tot = plan["total"]
+    assert tot["decode_tokens"] == 5 * tot["calls"]
+    for t in plan["tasks"].values():  # the stages add up to the task's totals
+        for key in ("calls", "prefill_tokens", "decode_tokens"):
+            assert sum(s[key] for s in t["stages"].values()) == t[key]
+        assert all(s["decode_tokens"] == 5 * s["calls"] for s in t["stages"].values())
+    expected = tot["prefill_tokens"] / 1000.0 + tot["decode_tokens"] / 10.0
+    assert plan["estimated_seconds"] == pytest.approx(expected, abs=0.05)
+    # shorter replies: the map wave does not change, the reduce prompt shrinks
+    full = _plan(_cfg(tmp_path, "t2", strategy="mapreduce", context_window=400))
+    for task in cfg.tasks:
+        short, long_ = plan["tasks"][task]["stages"], full["tasks"][task]["stages"]
+        assert short["map"]["prefill_tokens"] == long_["map"]["prefill_tokens"]
+        assert short["reduce"]["prefill_tokens"] < long_["reduce"]["prefill_tokens"]
+
+
+def test_rates_parse():
+    assert parse_rates("prefill=3000,decode=30.5") == {"prefill": 3000.0, "decode": 30.5}
+    assert parse_rates("probe") == "probe"
+    assert parse_rates(None) is None
+    for bad in ("prefill=3000", "prefill=0,decode=1", "fast", "prefill=1,decode=x"):
+        with pytest.raises(BadInput, match="--plan-rates"):
+            parse_rates(bad)
+
+
+def test_dry_run_llm_answers_without_the_model():
+    llm = load_llm("scripted:passkey")
+    dry = DryRunLLM(llm)
+    out = dry.generate([Request("The pass key is 12345. What is it?", GenerationParams(7))])
+    assert llm.calls == []  # the model was never asked
+    assert out[0].completion_tokens == 7 and out[0].prompt_tokens == llm.count_tokens(
+        "The pass key is 12345. What is it?"
+    )
+    rates = probe_rates(llm, "word " * 50)
+    assert rates["prefill"] > 0 and rates["decode"] > 0 and len(llm.calls) == 2
+
+
+def test_cli_plan_prints_and_writes_nothing(tmp_path, capsys):
+    from chunkwise.cli import main
+
+    out = tmp_path / "never"
+    rc = main(
+        [
+            "eval",
+            "--model",
+            "scripted:passkey",
+            "--benchmark",
+            "infinitebench",
+            "--tasks",
+            "passkey",
+            "--data",
+            "synthetic:1K",
+            "--limit",
+            "2",
+            "--strategy",
+            "mapreduce",
+            "--context-window",
+            "400",
+            "--output",
+            str(out),
+            "--plan",
+            "--plan-rates",
+            "prefill=100,decode=10",
+            "--lengths",
+            "512,1K",
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    assert not out.exists()
+    text = capsys.readouterr().out
+    plans = [json.loads(x) for x in text.splitlines() if x.startswith("{")]
+    assert [p["data"] for p in plans] == ["synthetic:512", "synthetic:1024"]
+    assert (
+        plans[1]["tasks"]["passkey"]["stages"]["map"]["calls"]
+        > (plans[0]["tasks"]["passkey"]["stages"]["map"]["calls"])
+    )
+    assert "| passkey | all |" in text and "time at prefill 100 tok/s" in text
+
+
+@pytest.mark.slow
+def test_plan_on_the_embedded_model_matches_its_run(tmp_path, embedded_llm):
+    """hf:default's own tokenizer: the standard plan's prefill equals the run's counted
+    prompt tokens; the probe measures both rates on it."""
+    cfg = EvalConfig(
+        model="hf:default",
+        benchmark="generated",
+        tasks=["passkey"],
+        data="heldout:300",
+        limit=1,
+        output=str(tmp_path / "real"),
+    )
+    plan = plan_eval(cfg, embedded_llm, progress=False)
+    real = run_eval(cfg, llm=embedded_llm, progress=False)["strategy_stats"]["passkey"]
+    p = plan["tasks"]["passkey"]
+    assert (p["calls"], p["prefill_tokens"]) == (real["llm_calls"], real["prompt_tokens"])
+    assert p["decode_tokens"] >= real["completion_tokens"]
+    rates = probe_rates(embedded_llm, "The grass is green. " * 100)
+    assert rates["prefill"] > 0 and rates["decode"] > 0
+    assert rates["probe_decode_tokens"] >= 2
