@@ -1,0 +1,141 @@
+"""A LoRA run's step checkpoint under DeepSpeed (2 CPU ranks, gloo, DS_ACCELERATOR=cpu) holds
+what trains: DeepSpeed's ``save_checkpoint(exclude_frozen_parameters=True)`` leaves the frozen
+base out (ZeRO-2 would otherwise write it whole into mp_rank_00_model_states.pt; under ZeRO-3
+it is partitioned and left out of every rank's file). A ZeRO-3 run stopped after its step-2
+checkpoint resumes onto the same losses, and the step checkpoint loads for evaluation as base +
+adapter (DeepSpeed's zero_to_fp32 gathers the trainable weights) equal to the final save."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("deepspeed")
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+ACCELERATE = Path(sys.executable).with_name("accelerate")
+RECIPE = REPO / "recipes" / "tiny" / "pyramid_align-mapreduce.yaml"
+FIXTURE = REPO / "tests" / "fixtures" / "train" / "pyramid_align.jsonl"
+ENV = {
+    "DS_ACCELERATOR": "cpu",
+    "WANDB_MODE": "disabled",
+    "OMP_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "CUDA_VISIBLE_DEVICES": "",
+}
+
+
+def launch(config: str, out: Path) -> dict:
+    cmd = [
+        str(ACCELERATE),
+        "launch",
+        "--config_file",
+        str(REPO / "configs" / "accelerate" / f"{config}.yaml"),
+        "--num_processes",
+        "2",
+        "--main_process_port",
+        "0",
+        str(REPO / "train" / "sft.py"),
+        str(RECIPE),
+        f"--output_dir={out}",
+        f"--data.paths=[{FIXTURE}]",
+        "--data.limit=16",
+        "--wandb.mode=disabled",
+        "--train.max_steps=4",
+        "--train.save_steps=2",
+        "--train.save_total_limit=0",
+        "--model.lora.enabled=true",
+        "--model.lora.r=4",
+        "--model.lora.target_modules=[q_proj,v_proj]",
+    ]
+    proc = subprocess.run(
+        cmd, env={**os.environ, **ENV}, cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return json.loads((out / "train_info.json").read_text())
+
+
+def losses(out: Path) -> dict[int, float]:
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    return {m["step"]: m["train/loss"] for m in rows}
+
+
+def step_dir(out: Path, step: int) -> Path:
+    return out / "checkpoints" / f"step-{step:08d}"
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def assert_holds_what_trains(out: Path, info: dict) -> None:
+    """No frozen weight in any file of the step checkpoint, and the whole folder within what
+    the trainable weights, their fp32 copy and two Adam moments take (plus pickling)."""
+    import torch
+
+    folder = step_dir(out, 2)
+    trainable, frozen = info["trainable_params"], info["params"] - info["trainable_params"]
+    for f in folder.rglob("*model_states.pt"):
+        sd = torch.load(f, map_location="cpu", weights_only=False)
+        module = sd.get("module") or {}
+        assert all("lora_" in k for k in module), [k for k in module if "lora_" not in k][:3]
+        assert not sd.get("frozen_param_fragments")
+    size = folder_bytes(folder)
+    assert size <= 2 * 4 * 4 * trainable + 200_000, size
+    assert size < 4 * frozen / 4, (size, frozen)
+
+
+@pytest.fixture(scope="module")
+def zero3(tmp_path_factory):
+    out = tmp_path_factory.mktemp("zero3") / "run"
+    return out, launch("zero3", out)
+
+
+def test_zero2_lora_checkpoint_leaves_the_base_out(tmp_path):
+    out = tmp_path / "zero2"
+    assert_holds_what_trains(out, launch("zero2", out))
+
+
+def test_zero3_lora_checkpoint_leaves_the_base_out(zero3):
+    assert_holds_what_trains(*zero3)
+
+
+def test_zero3_lora_stopped_run_resumes_onto_the_same_losses(zero3, tmp_path):
+    out, _ = zero3
+    ref = losses(out)
+    stopped = tmp_path / "stopped"  # as if killed after step 3: checkpoint 2, no final save
+    shutil.copytree(out, stopped)
+    shutil.rmtree(step_dir(stopped, 4))
+    (stopped / "train_info.json").unlink()
+    info = launch("zero3", stopped)
+    assert info["resumed_from"] == 2
+    got = losses(stopped)
+    assert [got[3], got[4]] == pytest.approx([ref[3], ref[4]], rel=1e-5, abs=1e-6)
+
+
+def test_zero3_lora_step_checkpoint_loads_as_base_plus_adapter(zero3):
+    import torch
+
+    from chunkwise.llm import load_llm
+
+    out, _ = zero3
+
+    def logits(spec: str):
+        llm = load_llm(spec)
+        try:
+            ids = torch.tensor([llm.encode("The town of Ashford sits by the river")])
+            with torch.no_grad():
+                return llm.model(input_ids=ids).logits[0, -1].float()
+        finally:
+            llm.close()
+
+    torch.testing.assert_close(logits(str(step_dir(out, 4))), logits(str(out)))
+    assert (logits(str(step_dir(out, 2))) - logits(str(out))).abs().max() > 1e-4
