@@ -104,7 +104,7 @@ def test_lora_step_checkpoint_holds_only_the_trainable_weights(lora_run):
 
 
 def test_lora_stopped_run_resumes_onto_the_same_losses(lora_run, tmp_path):
-    out, summary = lora_run
+    out, _ = lora_run
     ref = losses(out)
     assert sorted(ref) == [1, 2, 3, 4]
     stopped = tmp_path / "stopped"  # as if killed after step 3: checkpoint 2, no final save
