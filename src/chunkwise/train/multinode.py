@@ -66,7 +66,10 @@ def layout_of(world: int, engine: str, sp: int) -> dict[str, Any]:
 
 
 def _describe(layout: dict[str, Any]) -> str:
-    return f"{layout.get('world_size')} processes, {layout.get('engine')}, sp {layout.get('sp_size', 1)}"
+    n = layout.get("world_size")
+    return (
+        f"{n} process{'' if n == 1 else 'es'} ({layout.get('engine')}, sp {layout.get('sp_size')})"
+    )
 
 
 def check_resume_layout(state: dict[str, Any], folder: Path, now: dict[str, Any]) -> None:
