@@ -208,9 +208,10 @@ class TrainConfig:
     ce_chunk_tokens: int = 8192
     #: minutes a rank waits in a collective before the run fails (the process group's timeout).
     #: Rank 0 tokenizes the whole corpus while the other ranks wait at a barrier, so this must
-    #: outlast that: 120 covers ~100M tokens of MapReduce stages at the slowest rate measured
-    #: (docs/training.md); NCCL's own default (10) does not
-    timeout_minutes: float = 120.0
+    #: outlast that: 180 covers LongAlign-10k's worst case (10k records x 64K tokens, ~655M
+    #: tokens) at the ~90K tokens/s measured for MapReduce stages (docs/training.md), with
+    #: half again to spare; NCCL's own default is 10
+    timeout_minutes: float = 180.0
 
     def __post_init__(self) -> None:
         for key in ("grad_accum", "save_steps", "log_steps", "ce_chunk_tokens"):
