@@ -158,7 +158,7 @@ def test_watch_evaluates_checkpoints_as_they_appear_and_stops_at_train_info(runs
 
     def wait(seconds: float) -> None:
         assert seconds == 30.0
-        seen.append(sorted(p.name for p in out.iterdir() if (p / "results.json").exists()))
+        seen.append(sorted(p.parent.name for p in out.glob("*/results.json")))
         nxt = later[len(seen) - 1]  # an extra wait after the end fails here (IndexError)
         shutil.move(stash / nxt.name, nxt)
 
@@ -206,3 +206,23 @@ def test_checkpoint_folder_names_the_run_when_the_model_files_are_gone(runs, tmp
     with pytest.raises(BadInput, match="evaluate the run's final model"):
         describe(copy / "checkpoints" / "step-00000002")
     assert os.path.isdir(runs[0] / "checkpoints" / "model")
+
+
+def test_a_step_checkpoint_takes_its_runs_strategy_options_while_it_trains(runs, tmp_path):
+    """A run trained on MapReduce records carries its decoding options in recipe.yaml: its
+    step checkpoints get them too, before the run has finished (so a curve's points all
+    decode alike)."""
+    import yaml
+
+    from chunkwise.llm.loading import strategy_defaults
+
+    run_dir = tmp_path / "mr"
+    shutil.copytree(runs[0], run_dir)
+    recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text())
+    recipe["data"]["mode"] = "mapreduce"
+    (run_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    final = strategy_defaults(str(run_dir))
+    assert final is not None
+    (run_dir / "train_info.json").unlink()  # still training
+    step = strategy_defaults(str(run_dir / "checkpoints" / "step-00000002"))
+    assert step is not None and step.for_strategy("mapreduce") == final.for_strategy("mapreduce")

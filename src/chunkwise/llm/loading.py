@@ -17,6 +17,7 @@ from chunkwise.llm import default_mr
 from chunkwise.llm.base import LLM
 from chunkwise.llm.model_defaults import ModelDefaults, folder_defaults
 from chunkwise.llm.spec import BACKENDS, ModelSpec, parse_spec
+from chunkwise.llm.step_checkpoint import step_of
 
 #: backends that can load a packaged adapter by its alias
 ALIAS_BACKENDS = ("hf", "vllm")
@@ -68,6 +69,8 @@ def strategy_defaults(model: str) -> ModelDefaults | None:
         folder = Path(ms.adapter or ms.target).expanduser()
     else:
         return None
+    if step_of(folder) is not None:  # a step checkpoint decodes as its run is trained to
+        return folder_defaults(folder.parent.parent, finished=False)
     return folder_defaults(folder) if folder.is_dir() else None
 
 

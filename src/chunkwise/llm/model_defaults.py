@@ -83,14 +83,15 @@ def read_recipe(path: Path) -> Any:
     return load_yaml(text, path)
 
 
-def folder_defaults(folder: Path) -> ModelDefaults | None:
+def folder_defaults(folder: Path, *, finished: bool = True) -> ModelDefaults | None:
     """The strategy options a model folder carries: its ``strategy.json``, else (a finished
-    training run on MapReduce records) its ``recipe.yaml``'s; None when it carries none."""
+    training run on MapReduce records) its ``recipe.yaml``'s; None when it carries none.
+    ``finished=False``: a run still training counts too (its step checkpoints)."""
     path = folder / STRATEGY_FILE
     if path.is_file():
         return ModelDefaults(str(path), read_strategy_file(path))
     recipe = folder / RECIPE_FILE
-    if not (recipe.is_file() and (folder / TRAIN_INFO_FILE).is_file()):
+    if not (recipe.is_file() and (not finished or (folder / TRAIN_INFO_FILE).is_file())):
         return None
     data = read_recipe(recipe)
     section = data.get("data") if isinstance(data, dict) else None
