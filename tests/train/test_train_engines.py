@@ -5,12 +5,19 @@ backend (what ``chunkwise eval --model OUT`` does), DDP / ZeRO-2 / ZeRO-3 give t
 losses and weights, a ZeRO-3 run killed with SIGKILL resumes onto the same losses, and LoRA on
 ZeRO-3 saves a real (gathered) random base.
 
+Every engine, full and LoRA, starts from a saved trained tiny model (``--model.init=pretrained``,
+ZeRO-3 builds it partitioned under ``zero3_init_flag``): the step-1 loss is the same under every
+engine and equal to the saved model's own loss on step 1's sequences, computed in this process
+with plain transformers (tests/train/pretrained_base.py), far below ln(vocab). Only the ZeRO-3
+LoRA launch that checks the gathered random base starts from random weights.
+
 Every launch runs once per module (``Launches`` caches them), one at a time."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -19,6 +26,13 @@ import time
 from pathlib import Path
 
 import pytest
+from pretrained_base import (
+    DATA,
+    RECIPE,
+    own_step1_loss,
+    pretrained_flags,
+    train_saved_model,
+)
 
 from chunkwise.train.engine import CPU_INFERENCE_KERNEL
 from chunkwise.train.loop import HOLD_ENV
@@ -29,8 +43,6 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 ACCELERATE = Path(sys.executable).with_name("accelerate")
-RECIPE = REPO / "recipes" / "tiny" / "pyramid_align-mapreduce.yaml"
-FIXTURE = REPO / "tests" / "fixtures" / "train" / "pyramid_align.jsonl"
 STEPS = 4
 #: |loss difference| allowed between engines at each step (fp32). Measured on 2 CPU ranks:
 #: ZeRO-3 equal to DDP to the last bit, ZeRO-2 within 5.4e-7 (its reduction order differs)
@@ -58,9 +70,7 @@ def command(config: str, out: Path, *extra: str) -> list[str]:
         str(RECIPE),
         f"--train.max_steps={STEPS}",
         f"--output_dir={out}",
-        f"--data.paths=[{FIXTURE}]",
-        "--data.limit=16",
-        "--wandb.mode=disabled",
+        *DATA,
         *extra,
     ]
 
@@ -75,20 +85,32 @@ ENV = {
 
 
 class Launches:
-    """Each (config, variant) launched once; results kept for every test of the module."""
+    """Each (config, variant) launched once; results kept for every test of the module. Every
+    launch starts from the saved model ``saved`` unless ``random=True``."""
 
     def __init__(self, root: Path):
         self.root = root
         self.done: dict[str, tuple[Path, str]] = {}
         self.seconds: dict[str, float] = {}
+        self._saved: Path | None = None
 
-    def get(self, config: str, lora: bool = False) -> tuple[Path, str]:
-        key = config + ("-lora" if lora else "")
+    @property
+    def saved(self) -> Path:
+        """The trained tiny model every pretrained launch loads (trained once, on first use)."""
+        if self._saved is None:
+            t0 = time.perf_counter()
+            self._saved = train_saved_model(self.root / "saved")
+            self.seconds["saved-model"] = round(time.perf_counter() - t0, 1)
+        return self._saved
+
+    def get(self, config: str, lora: bool = False, random: bool = False) -> tuple[Path, str]:
+        key = config + ("-lora" if lora else "") + ("-random" if random else "")
         if key not in self.done:
             out = self.root / key
+            init = [] if random else pretrained_flags(self.saved)
             t0 = time.perf_counter()
             proc = subprocess.run(
-                command(config, out, *(LORA if lora else [])),
+                command(config, out, *init, *(LORA if lora else [])),
                 env={**os.environ, **ENV},
                 cwd=REPO,
                 capture_output=True,
@@ -155,10 +177,8 @@ def assert_loads(out: Path) -> None:
         llm.close()
 
 
-#: every engine with full weights, and LoRA where its save takes a path of its own (FSDP2's
-#: sharded state dict; ZeRO-3's partitioned base, gathered on save). The ZeRO-2 and
-#: ZeRO-3-offload LoRA launches (~55 s) were dropped to keep CI under 30 minutes.
-CASES = [(c, False) for c in sorted(ENGINES)] + [("fsdp2", True), ("zero3", True)]
+#: every engine, full fine-tuning and LoRA, each from the saved model (one launch apiece)
+CASES = [(c, lora) for c in ["ddp", *sorted(ENGINES)] for lora in (False, True)]
 
 
 @pytest.mark.parametrize(
@@ -166,7 +186,7 @@ CASES = [(c, False) for c in sorted(ENGINES)] + [("fsdp2", True), ("zero3", True
 )
 def test_config_runs_its_engine_and_saves_a_loadable_model(launches, config, lora):
     out, log = launches.get(config, lora)
-    engine = ENGINES[config]
+    engine = ENGINES.get(config, "ddp")
     info = json.loads((out / "train_info.json").read_text())
     assert info["engine"] == engine and info["world_size"] == 2
     assert f"with {engine}:" in log
@@ -223,7 +243,13 @@ def _kill_ranks_writing_to(out: Path) -> None:
 def test_zero3_killed_with_sigkill_resumes_onto_the_same_losses(launches, tmp_path):
     straight, _ = launches.get("zero3")
     out = tmp_path / "killed"
-    cmd = command("zero3", out, "--train.save_steps=2", "--train.save_total_limit=0")
+    cmd = command(
+        "zero3",
+        out,
+        *pretrained_flags(launches.saved),
+        "--train.save_steps=2",
+        "--train.save_total_limit=0",
+    )
     proc = subprocess.Popen(
         cmd,
         env={**os.environ, **ENV, HOLD_ENV: "2"},
@@ -256,10 +282,30 @@ def test_zero3_killed_with_sigkill_resumes_onto_the_same_losses(launches, tmp_pa
 
 
 def test_lora_on_zero3_saves_a_gathered_base(launches):
-    out, _ = launches.get("zero3", lora=True)
+    out, _ = launches.get("zero3", lora=True, random=True)
     cfg = json.loads((out / "base" / "config.json").read_text())
     w = read_weights(out / "base" / "model.safetensors")
     emb = w["model.embed_tokens.weight"]
     assert tuple(emb.shape) == (cfg["vocab_size"], cfg["hidden_size"])
     assert all(t.numel() > 0 for t in w.values())  # a partitioned tensor saves as (0,)
     assert emb.abs().sum() > 0
+
+
+#: |relative difference| allowed between a launch's step-1 loss and the saved model's own loss
+STEP1_REL_TOL = 1e-3
+
+
+def test_pretrained_step1_loss_is_the_saved_models_own_under_every_engine(launches, tmp_path):
+    """Every engine, full and LoRA (whose adapter starts at zero), loads the saved weights: its
+    step-1 loss equals the saved model's loss on step 1's sequences, computed here with plain
+    transformers, one sequence at a time. A random init (or a partitioned ZeRO-3 load that
+    dropped weights) would start near ln(vocab)."""
+    step1 = {
+        f"{config}-{'lora' if lora else 'full'}": losses(launches.get(config, lora)[0])[0]
+        for config, lora in CASES
+    }
+    own, vocab = own_step1_loss(launches.saved, tmp_path / "reference")
+    print("\nstep-1 losses:", json.dumps({"own": own, "ln_vocab": math.log(vocab), **step1}))
+    assert own < 0.6 * math.log(vocab), (own, vocab)  # a trained model, not a random one
+    for key, got in step1.items():
+        assert got == pytest.approx(own, rel=STEP1_REL_TOL), (key, got, own)
