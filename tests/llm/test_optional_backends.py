@@ -34,7 +34,7 @@ def test_vllm_missing_names_package_and_install_command(monkeypatch) -> None:
         load_llm("vllm:meta-llama/Llama-3.1-8B-Instruct?tp=8")
     msg = str(e.value)
     assert msg.startswith("vllm is not available")
-    assert "pip install 'chunkwise[gpu]'" in msg and "CUDA" in msg
+    assert "pip install 'chunkwise[vllm]'" in msg and "CUDA" in msg
 
 
 def test_llamacpp_missing_names_package_and_install_command(monkeypatch) -> None:

