@@ -6,8 +6,13 @@ import argparse
 import dataclasses
 import json
 import os
+import sys
 from dataclasses import dataclass
 from typing import Literal
+
+#: exit status when some documents failed after their retries and were skipped (the dataset
+#: holds the rest); 2 stays "nothing usable" (bad input, or every document failed)
+FAILED_DOCUMENTS_EXIT = 3
 
 HELP = "synthesize Pyramid-Align long-context SFT records with a short-context model"
 
@@ -85,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     )
     cfg = dataclasses.replace(cfg, num_shards=num_shards, shard_index=shard_index)
     stats = run_synth(cfg)
+    failed = stats["documents"].get("failed", 0)
     keys = ("documents", "examples", "level_histogram", "question_node_mix", "questions", "seconds")
     print(
         json.dumps(
@@ -93,7 +99,16 @@ def run(args: argparse.Namespace) -> int:
                 "llm_calls": stats["llm"]["calls"],
                 "summary_calls_per_leaf": stats["llm"]["summary_calls_per_leaf"],
                 "out": args.out,
+                "failed": failed,
             }
         )
     )
+    if failed:  # the dataset holds the others; exit 3 says it is not complete
+        first = stats["failed_documents"][0] if stats.get("failed_documents") else {}
+        sys.stderr.write(
+            f"chunkwise synth: {failed} document(s) failed and were skipped (first: "
+            f"{first.get('origin')}: {first.get('error')}); stats.json lists them under "
+            "failed_documents; rerun the same command to retry them\n"
+        )
+        return FAILED_DOCUMENTS_EXIT
     return 0

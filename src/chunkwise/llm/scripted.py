@@ -112,10 +112,18 @@ def _passkey_reader(m: re.Match[str]) -> str:
     return m.group(1)
 
 
+def _refuse(m: re.Match[str]) -> str:
+    from chunkwise.errors import LLMRequestError
+
+    raise LLMRequestError("scripted:poison refused a request (POISON in its prompt)")
+
+
 # Named scripts usable from the CLI as ``scripted:NAME`` (handy for dry runs of pipelines).
 SCRIPTS: dict[str, Callable[[], ScriptedLLM]] = {
     "echo": lambda: ScriptedLLM(rules=[(r"(?s)(.{0,200})$", r"\1")]),
     "silent": lambda: ScriptedLLM(default=""),
+    # fails every request whose prompt holds POISON (a document that fails after retries)
+    "poison": lambda: ScriptedLLM(rules=[(r"POISON", _refuse)], default=""),
     "passkey": lambda: ScriptedLLM(
         rules=[(r"pass key is (\d+)", _passkey_reader)], default="I don't know."
     ),

@@ -69,6 +69,8 @@ class SynthFailed(ChunkwiseError):
 
 
 def _check_failures(run_info: dict[str, Any], out: Path, cfg: SynthConfig) -> None:
+    """Failed documents are skipped (recorded in the run and in stats.json); only a run in
+    which every document failed, or a whole source with nothing usable, is an error."""
     errors = run_info.get("errors") or {}
     failed = sum(errors.values())
     whole_source = cfg.num_shards == 1 and cfg.limit is None  # a shard or a prefix may be empty
@@ -82,11 +84,18 @@ def _check_failures(run_info: dict[str, Any], out: Path, cfg: SynthConfig) -> No
         return
     kinds = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
     first = run_info.get("first_error", "")
-    raise SynthFailed(
-        f"{failed} of {failed + run_info['processed']} documents failed ({kinds})"
-        + (f"; first: {first}" if first else "")
-        + f". No dataset/ or stats.json written; finished documents are kept in {out / 'work'} "
-        "and a rerun retries only the failed ones"
+    summary = f"{failed} of {failed + run_info['processed']} documents failed ({kinds})" + (
+        f"; first: {first}" if first else ""
+    )
+    if run_info["processed"] == 0 and not run_info.get("done_before"):
+        raise SynthFailed(
+            f"{summary}. No dataset/ or stats.json written; a rerun retries the failed documents"
+        )
+    log.warning(
+        "%s. They are skipped: stats.json lists them under failed_documents; a rerun into %s "
+        "retries only them",
+        summary,
+        out,
     )
 
 
@@ -169,6 +178,8 @@ def _process(
 ) -> dict[str, Any]:
     info: dict[str, Any] = {"processed": 0, "errors": {}, "duplicates": 0, "started": time.time()}
     errors: Counter[str] = Counter()
+    failures: list[dict[str, str]] = []
+    lock = threading.Lock()  # workers record failures from their threads
     stop = threading.Event()
     shared: LLM = BatchingLLM(llm) if cfg.concurrency > 1 else llm
     synth = DocumentSynth(cfg, shared, embedder, prompts, stop)
@@ -187,9 +198,8 @@ def _process(
             except Cancelled:
                 return None
             except (LLMRequestError, ChunkwiseError) as e:
-                log.error("%s: %s (will be retried by a rerun)", doc.origin, e)
-                errors[type(e).__name__] += 1
-                info.setdefault("first_error", f"{doc.origin}: {str(e).splitlines()[0]}")
+                log.error("%s: %s (skipped; a rerun retries it)", doc.origin, e)
+                fail(doc, e, f"{doc.origin}: {_first_line(e)}")
                 return None
             except Exception as e:  # a bug must not end the run; the document is retried later
                 log.error(
@@ -199,9 +209,21 @@ def _process(
                     e,
                     traceback.format_exc(),
                 )
-                errors[type(e).__name__] += 1
-                info.setdefault("first_error", f"{doc.origin}: {type(e).__name__}: {e}")
+                fail(doc, e, f"{doc.origin}: {type(e).__name__}: {_first_line(e)}")
                 return None
+
+    def fail(doc: SourceDoc, e: BaseException, first: str) -> None:
+        """Record a document that failed after the backend's retries; the run goes on."""
+        with lock:
+            errors[type(e).__name__] += 1
+            info.setdefault("first_error", first)
+            failures.append(
+                {
+                    "source_id": doc.source_id,
+                    "origin": str(doc.origin),
+                    "error": f"{type(e).__name__}: {_first_line(e)}",
+                }
+            )
 
     with JsonlAppender(ledger_path, key="source_id") as ledger:
         pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="synth")
@@ -232,6 +254,8 @@ def _process(
                 if sid in ledger or sid in seen:
                     if sid in seen:
                         info["duplicates"] += 1
+                    else:
+                        info["done_before"] = info.get("done_before", 0) + 1
                     continue
                 seen.add(sid)
                 if isinstance(item, SourceSkip):
@@ -269,4 +293,10 @@ def _process(
             if bar is not None:
                 bar.close()
     info["errors"] = dict(errors)
+    info["failed"] = sorted(failures, key=lambda f: f["source_id"])
     return info
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e)
+    return text.splitlines()[0] if text else ""

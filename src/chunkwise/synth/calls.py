@@ -175,7 +175,16 @@ class BatchingLLM(Delegate):
         self.batches.append((len(flat), len(batch)))
         try:
             outs = self.inner.generate(flat)
-        except BaseException as e:  # every caller in the batch sees the failure
+        except Exception as e:
+            if len(batch) == 1:
+                batch[0].error, batch[0].done = e, True
+                return
+            # one document's bad request must not fail the others merged into its batch:
+            # each caller's requests again on their own, so only the culprit sees an error
+            for t in batch:
+                self._run([t])
+            return
+        except BaseException as e:  # an interrupt: every caller in the batch sees it
             for t in batch:
                 t.error, t.done = e, True
             return

@@ -14,6 +14,7 @@ from typing import Any
 
 from chunkwise.errors import BadInput
 from chunkwise.io import atomic_write_json, read_json, read_jsonl
+from chunkwise.io.jsonl import MAX_LINE_BYTES, iter_lines, parse_jsonl_line
 from chunkwise.synth.config import SynthConfig
 from chunkwise.synth.records import features
 from chunkwise.synth.shard_stats import merge_stats, shard_stats
@@ -38,6 +39,38 @@ def _ledger_entries(path: Path) -> Iterator[dict[str, Any]]:
     for line, entry in read_jsonl(path, skip_bad_lines=True):
         _check_entry(entry, f"{path}:{line}")
         yield entry
+
+
+def _sorted_entries(path: Path) -> Iterator[dict[str, Any]]:
+    """The ledger's entries in source-id order, whatever order the workers finished them in
+    (so a shard's files, and the dataset merged from the shards in shard order, come out the
+    same on every run). Holds only (id, line start) pairs in memory, not the documents; lines
+    that are not entries are passed over here (the stats pass logs them)."""
+    if not path.exists():
+        return
+    keys: list[tuple[str, int, int]] = []
+    with path.open("rb") as f:
+        end = 0
+        for lineno, raw in iter_lines(f):
+            start, end = end, f.tell()
+            entry = _parse(raw)
+            if isinstance(entry, dict) and "source_id" in entry:
+                keys.append((str(entry["source_id"]), lineno, start))
+        keys.sort()
+        for _, lineno, start in keys:
+            f.seek(start)
+            entry = _parse(f.readline(MAX_LINE_BYTES + 1))
+            _check_entry(entry, f"{path}:{lineno}")
+            yield entry
+
+
+def _parse(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return parse_jsonl_line(raw)
+    except ValueError:
+        return None
 
 
 def _check_entry(entry: dict[str, Any], where: str) -> None:
@@ -86,13 +119,13 @@ def export(cfg: SynthConfig) -> dict[str, Any]:
     runs_path = out / "work" / f"runs-{part}.jsonl"
     runs = [r for _, r in _read(runs_path)]
     _write_jsonl_atomic(
-        out / "data" / f"{part}.jsonl", (r for e in _ledger_entries(ledger) for r in _records_of(e))
+        out / "data" / f"{part}.jsonl", (r for e in _sorted_entries(ledger) for r in _records_of(e))
     )
     _write_jsonl_atomic(
         out / "pyramids" / f"{part}.jsonl",
         (
             {"source_id": e["source_id"], **e["pyramid"]}
-            for e in _ledger_entries(ledger)
+            for e in _sorted_entries(ledger)
             if e.get("pyramid")
         ),
     )

@@ -57,6 +57,7 @@ def shard_stats(entries: Iterable[dict[str, Any]], runs: list[dict[str, Any]]) -
             level_hist[r["meta"]["node_level"]] += 1
             kind_mix[r["meta"]["node_kind"]] += 1
     wall = sum(float(r.get("seconds", 0.0)) for r in runs)
+    failed = list(runs[-1].get("failed") or []) if runs else []
     built = len(leaves)
 
     def dist(xs: list[int]) -> dict[str, float]:
@@ -80,7 +81,10 @@ def shard_stats(entries: Iterable[dict[str, Any]], runs: list[dict[str, Any]]) -
             "skipped": dict(skipped),
             "duplicates_in_source": int(runs[-1].get("duplicates", 0)) if runs else 0,
             "errors_last_run": runs[-1].get("errors", {}) if runs else {},
+            # skipped after their retries in the last run (a rerun retries them)
+            "failed": len(failed),
         },
+        "failed_documents": failed,
         "examples": examples,
         "level_histogram": {str(k): v for k, v in sorted(level_hist.items())},
         "question_node_mix": {k: kind_mix.get(k, 0) for k in ("leaf", "mid", "root")},
@@ -126,6 +130,11 @@ def merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
     merged: Any = parts[0]
     for p in parts[1:]:
         merged = add(merged, p)
+    # the failed documents of every shard, in one order whatever order the shards finished in
+    merged["failed_documents"] = sorted(
+        (f for p in parts for f in p.get("failed_documents") or []),
+        key=lambda f: (str(f.get("source_id")), str(f.get("origin"))),
+    )
     for key in ("pyramid_leaves", "mapreduce_chunks"):
         ds = [p["chunks_per_document"][key] for p in parts]
         n = [
