@@ -301,11 +301,10 @@ def print_plan(cfg: EvalConfig, *, progress: bool = True) -> list[dict[str, Any]
     parse_spec(cfg.model)
     reports = []
     with load_llm(cfg.model) as llm:
+        if rates == "probe":  # once, on the first length's first example
+            rates = probe_rates(llm, _first_context(cfgs[0], llm))
         for one in cfgs:
-            measured = rates
-            if rates == "probe":
-                measured = probe_rates(llm, _first_context(one, llm))
-            report = plan_eval(one, llm, progress=progress, rates=measured)
+            report = plan_eval(one, llm, progress=progress, rates=rates)
             print(to_text(report))
             print(json.dumps(report, ensure_ascii=False))
             reports.append(report)
