@@ -161,6 +161,16 @@ def test_a_source_without_a_length_is_refused_in_one_line(tmp_path):
         run_lengths(hub, progress=False)
 
 
+def test_cli_refuses_two_sweeps_at_once(tmp_path, capsys):
+    from chunkwise.cli import main
+
+    argv = ["eval", "--model", "scripted:passkey", "--data", "synthetic:1K", "--lengths", "1K"]
+    rc = main([*argv, "--checkpoints", "all", "--output", str(tmp_path / "x")])
+    assert rc != 0
+    assert "two sweeps" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
 def test_cli_lengths_prints_effective_lengths(tmp_path, capsys):
     from chunkwise.cli import main
 

@@ -39,6 +39,10 @@ def run(args: argparse.Namespace) -> int:
     from chunkwise.eval.runner import run_eval
 
     cfg = config_from_args(args)
+    if cfg.lengths and cfg.checkpoints:
+        from chunkwise.errors import BadInput
+
+        raise BadInput("--lengths and --checkpoints are two sweeps; run one of them at a time")
     if cfg.plan:
         from chunkwise.eval.plan import print_plan
 
