@@ -4,7 +4,8 @@
 
     runs/NAME/config.yaml                  the resolved EvalConfig (a valid recipe)
     runs/NAME/predictions/<task>.jsonl     {id, prediction, raw_output, ground_truth, strategy,
-                                            model, question, stats, trace?, prompt?[, error]}
+                                            model, question, stats, trace?, prompt?, audit?
+                                            [, error]}
     runs/NAME/results.json                 scores with stderr and 95% intervals, provenance,
                                             versions, git sha, timings (:mod:`.results`)
     runs/NAME/samples/<task>.jsonl         with --log-samples: prompt, raw output, extracted
@@ -18,7 +19,9 @@ says the extractor does (:attr:`~chunkwise.benchmarks.Benchmark.reads_raw`), and
 says what ``extract: auto`` means under the run's strategy
 (:attr:`~chunkwise.benchmarks.Benchmark.resolve_extract`; InfiniteBench's: the strategy's parsed
 answer under mapreduce). What the report reads of the run is a
-:class:`~chunkwise.eval.report.RunContext`.
+:class:`~chunkwise.eval.report.RunContext`. With ``audit`` each prediction is audited from the
+trace and prompts in memory (:mod:`chunkwise.eval.audit`: where its gold evidence went, no model
+call), and the report adds the funnels.
 
 Order of work: config, benchmark, tasks, scoring, templates and strategy are checked; then the
 data is loaded and checked (sources that need no tokenizer) before the model is; config.yaml
