@@ -44,8 +44,7 @@ def check_shared_output_dir(accelerator: Any, out_dir: Path) -> None:
     accelerator.wait_for_everyone()
     error = next((e for e in gather_object([error]) if e), None)
     if accelerator.is_main_process and error is None:
-        seen = {p.name[len(stem) :] for p in out_dir.glob(f"{stem}*")}
-        missing = [str(r) for r in range(world) if str(r) not in seen]
+        missing = _missing_tokens(out_dir, stem, world)
         if missing:
             error = (
                 f"output_dir {out_dir} is not shared by every rank: rank 0 cannot see the "
@@ -58,6 +57,24 @@ def check_shared_output_dir(accelerator: Any, out_dir: Path) -> None:
         mine.unlink()
     if error:
         raise BadInput(error)
+
+
+#: seconds rank 0 keeps looking for tokens it does not see yet (a network filesystem may show
+#: another node's new file a moment late)
+TOKEN_GRACE_S = 3.0
+
+
+def _missing_tokens(out_dir: Path, stem: str, world: int) -> list[str]:
+    """The ranks whose token rank 0 cannot see, looked up by name (a directory listing may be
+    cached on a network filesystem), again for up to :data:`TOKEN_GRACE_S` seconds."""
+    import time
+
+    deadline = time.monotonic() + TOKEN_GRACE_S
+    while True:
+        missing = [str(r) for r in range(world) if not (out_dir / f"{stem}{r}").exists()]
+        if not missing or time.monotonic() > deadline:
+            return missing
+        time.sleep(0.25)
 
 
 def layout_of(world: int, engine: str, sp: int) -> dict[str, Any]:
