@@ -73,8 +73,11 @@ def _funnels(table: dict, args: argparse.Namespace) -> dict | None:
     (:mod:`chunkwise.eval.funnels`); None when no run has one and no funnel plot is asked."""
     from chunkwise.eval import funnels
 
-    runs = table["runs"]
-    found = funnels.load_funnels([r["path"] for r in runs], [r["label"] for r in runs])
+    # the paths as given (a results file keeps its own name), labelled as the table's columns
+    labels = [r["label"] for r in table.get("runs", [])]
+    if len(labels) != len(args.runs):  # not one column per run given (e.g. sweeps)
+        return None
+    found = funnels.load_funnels(list(args.runs), labels)
     if not found["tasks"] and not args.funnel_plot:
         return None
     print("\n" + funnels.to_markdown(found))
