@@ -133,3 +133,23 @@ def test_liger_check_leaves_transformers_llama_as_it_was(fake_packages):
     fake_packages("liger_kernel", {"__init__.py": "", "transformers/__init__.py": patch})
     assert kernels.liger_problem("cpu") is None
     assert modeling_llama.LlamaRMSNorm is before
+
+
+def test_gpu_training_extra_pins_torch_and_leaves_vllm_to_its_own_environment():
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    train = {r.name: r for r in map(Requirement, extras["train-gpu"])}
+    assert {"torch", "deepspeed", "flash-attn", "liger-kernel"} <= set(train)
+    assert "vllm" not in train
+    torch_spec = train["torch"].specifier
+    assert any(s.operator == "<" for s in torch_spec) and any(
+        s.operator == ">=" for s in torch_spec
+    )
+    vllm = {Requirement(r).name for r in extras["vllm"]}
+    assert "vllm" in vllm and not vllm & {"flash-attn", "deepspeed", "liger-kernel", "torch"}
+    assert "gpu" not in extras  # the old mix of both
