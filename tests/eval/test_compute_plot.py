@@ -111,3 +111,23 @@ def test_one_shared_task_draws_no_average_panel_and_bad_inputs_are_refused(two_r
         compute_table([tmp_path / "missing"], ["x"])
     with pytest.raises(BadInput, match="holds several runs"):
         compute_table([root], ["both"])  # a folder of run folders: one column in compare
+
+
+def test_one_task_average_keeps_the_tasks_own_interval(tmp_path):
+    run = run_eval(
+        EvalConfig(
+            model="scripted:passkey",
+            benchmark="infinitebench",
+            tasks=["passkey"],
+            data="synthetic:1K",
+            limit=4,
+            context_window=700,
+            output=str(tmp_path / "one"),
+        ),
+        progress=False,
+    )
+    row = compute_table([tmp_path / "one"], ["one"])["runs"][0]["tasks"]
+    assert (
+        row["average"]["ci95"] == row["passkey"]["ci95"] == run["results"]["passkey"]["score_ci95"]
+    )
+    assert 0.0 <= row["average"]["ci95"][0] <= row["average"]["ci95"][1] <= 100.0

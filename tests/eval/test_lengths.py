@@ -135,6 +135,8 @@ def test_user_threshold_is_reported_beside_rulers(tmp_path):
     assert eff["user"]["threshold"] == 20.0
     scores = [p["score"] for p in report["curves"]["standard"]["passkey"]]
     assert eff["user"]["length"] == (2048 if scores[-1] > 20.0 else 512)
+    # one task: the average curve is that task's, its bootstrap interval included
+    assert report["curves"]["standard"]["average"] == report["curves"]["standard"]["passkey"]
 
 
 def test_lengths_parse_and_sources():
@@ -224,6 +226,8 @@ def test_lengths_on_the_embedded_model(tmp_path, embedded_llm):
         assert p["ci95"] == run["results"]["passkey"]["score_ci95"]
         # each document read at its own length: the prompt grows with it
         assert run["strategy_stats"]["passkey"]["prompt_tokens"] > 2 * 0.8 * n
+    # one task: the average is that task, with its own interval
+    assert report["curves"]["standard"]["average"] == line
     eff = report["effective_length"]["standard"]["passkey"]["ruler"]
     scores = [p["score"] for p in line]
     expected = None if scores[0] <= 85.6 else (300 if scores[1] <= 85.6 else 600)

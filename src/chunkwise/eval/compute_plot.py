@@ -66,6 +66,9 @@ def run_compute(path: str | Path, label: str) -> dict[str, Any]:
             **_per_example(stats.get(task)),
         }
     avg = data.get("average") or {}
+    if len(tasks) == 1:  # the one task itself, with its own (bootstrap) interval
+        only = next(iter(tasks.values()))
+        avg = {"score": only["score"], "score_ci95": only["ci95"]}
     tasks[ALL] = {
         "score": avg.get("score"),
         "ci95": avg.get("score_ci95"),

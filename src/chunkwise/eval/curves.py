@@ -29,7 +29,8 @@ def curves(
     xs: Sequence[float], results: Sequence[Mapping[str, Any]], *, x_name: str = "x"
 ) -> dict[str, list[dict[str, Any]]]:
     """One curve per task (those of the first results, in its order) and ``average`` (the
-    task average where a point has every task). ``xs[i]`` is where ``results[i]`` sits."""
+        task average where a point has every task; with one task, that task's own interval rather
+    than results.json's normal one). ``xs[i]`` is where ``results[i]`` sits."""
     if len(xs) != len(results):
         raise ValueError(f"{len(xs)} x values for {len(results)} results")
     order = sorted(range(len(xs)), key=lambda i: xs[i])
@@ -42,9 +43,11 @@ def curves(
         for i in order:
             r = results[i]
             block = r.get("average") if task == AVERAGE else r.get("results", {}).get(task)
+            if task == AVERAGE and len(tasks) == 1:  # the one task itself, with its interval
+                block = r.get("results", {}).get(tasks[0])
             if not isinstance(block, Mapping):
                 continue
-            if task == AVERAGE and set(block.get("tasks", tasks)) != set(tasks):
+            if task == AVERAGE and set(block.get("tasks", tasks) or tasks) != set(tasks):
                 continue  # an average over other tasks is another curve's point
             ci = block.get("score_ci95") or [None, None]
             point: dict[str, Any] = {
