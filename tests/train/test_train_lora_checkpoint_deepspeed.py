@@ -1,9 +1,10 @@
-"""A LoRA run's step checkpoint under DeepSpeed (2 CPU ranks, gloo, DS_ACCELERATOR=cpu) holds
-what trains: DeepSpeed's ``save_checkpoint(exclude_frozen_parameters=True)`` leaves the frozen
-base out (ZeRO-2 would otherwise write it whole into mp_rank_00_model_states.pt; under ZeRO-3
-it is partitioned and left out of every rank's file). A ZeRO-3 run stopped after its step-2
-checkpoint resumes onto the same losses, and the step checkpoint loads for evaluation as base +
-adapter (DeepSpeed's zero_to_fp32 gathers the trainable weights) equal to the final save."""
+"""A LoRA run's step checkpoint on 2 CPU ranks (DDP, and DeepSpeed through DS_ACCELERATOR=cpu;
+gloo) holds what trains: DDP saves ``trainable.safetensors`` (accelerate's state hooks), and
+DeepSpeed's ``save_checkpoint(exclude_frozen_parameters=True)`` leaves the frozen base out
+(ZeRO-2 would otherwise write it whole into mp_rank_00_model_states.pt; under ZeRO-3 every
+rank's partition of it). DDP and ZeRO-3 runs stopped after their step-2 checkpoint resume onto
+the same losses, and a ZeRO-3 step checkpoint loads for evaluation as base + adapter
+(DeepSpeed's zero_to_fp32 gathers the trainable weights) equal to the final save."""
 
 from __future__ import annotations
 
@@ -109,16 +110,32 @@ def test_zero3_lora_checkpoint_leaves_the_base_out(zero3):
 
 
 def test_zero3_lora_stopped_run_resumes_onto_the_same_losses(zero3, tmp_path):
-    out, _ = zero3
+    stop_after_step_2_and_resume("zero3", zero3[0], tmp_path / "stopped")
+
+
+def stop_after_step_2_and_resume(config: str, out: Path, stopped: Path) -> None:
+    """A copy of a finished 4-step run as if killed after step 3 (checkpoint 2, no final
+    save), resumed: steps 3 and 4 give the uninterrupted run's losses."""
     ref = losses(out)
-    stopped = tmp_path / "stopped"  # as if killed after step 3: checkpoint 2, no final save
     shutil.copytree(out, stopped)
     shutil.rmtree(step_dir(stopped, 4))
     (stopped / "train_info.json").unlink()
-    info = launch("zero3", stopped)
+    info = launch(config, stopped)
     assert info["resumed_from"] == 2
     got = losses(stopped)
     assert [got[3], got[4]] == pytest.approx([ref[3], ref[4]], rel=1e-5, abs=1e-6)
+
+
+def test_ddp_lora_checkpoint_holds_what_trains_and_resumes(tmp_path):
+    from chunkwise.train.saving import checkpoint_files
+
+    out = tmp_path / "ddp"
+    info = launch("ddp", out)
+    assert info["engine"] == "ddp" and info["world_size"] == 2
+    files = checkpoint_files(step_dir(out, 2))
+    assert "trainable.safetensors" in files and "model.safetensors" not in files, files
+    assert folder_bytes(step_dir(out, 2)) <= 3 * 4 * info["trainable_params"] + 200_000
+    stop_after_step_2_and_resume("ddp", out, tmp_path / "stopped")
 
 
 def test_zero3_lora_step_checkpoint_loads_as_base_plus_adapter(zero3):
