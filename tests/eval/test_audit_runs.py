@@ -161,3 +161,56 @@ def test_wandb_logs_the_funnel(tmp_path, monkeypatch):
     data = json.loads(table.read_text())
     assert data["columns"] == ["task", "outcome", "count", "share"]
     assert sum(row[2] for row in data["data"]) == 5
+
+
+def test_chain_of_agents_run_is_audited_from_its_own_trace(tmp_path):
+    # a worker writes the key down when its chunk holds it, and otherwise overwrites the
+    # memory with something else (chat prompts: rewrite mode, each worker replaces the
+    # memory): the key survives only when its chunk is read last
+    rules = [
+        (r"These are the final notes:.*Key noted: (\d+)", r"\1"),  # the manager reads the notes
+        (r"pass key is (\d+)\. Remember", r"Key noted: \1."),  # a worker whose part holds it
+    ]
+    llm = ScriptedLLM(rules=rules, default="Notes about the weather.", window=900)
+    res = run_eval(
+        cfg(
+            tmp_path / "coa",
+            strategy="chain_of_agents",
+            data="synthetic:2000",
+            limit=4,
+            audit=True,
+            strategy_args={"prompts": "chat", "memory_tokens": "64"},
+        ),
+        llm=llm,
+        progress=False,
+    )
+    recs = lines(tmp_path / "coa/predictions/passkey.jsonl")
+    outcomes = []
+    for r in recs:
+        a = r["audit"]
+        steps = [e["round"] for e in r["trace"] if e["stage"] == "worker"]
+        assert len(steps) >= 2 and len(a["holder_steps"]) == 1, a
+        assert a["extracted_at"] == a["holder_steps"][0]
+        last = a["holder_steps"][0] == steps[-1]
+        assert a["outcome"] == ("correct" if last else "lost_in_memory"), a
+        outcomes.append(a["outcome"])
+    assert set(outcomes) == {"correct", "lost_in_memory"}  # both paths occur
+    assert sum(res["audit"]["passkey"]["funnel"].values()) == 4
+
+
+@pytest.mark.slow
+def test_retrieval_run_is_audited_from_its_answer_prompt(tmp_path):
+    llm = ScriptedLLM(rules=[(r"pass key is (\d+)", r"\1")], default="none", window=600)
+    res = run_eval(
+        cfg(tmp_path / "rt", strategy="retrieval", data="synthetic:2000", limit=2, audit=True,
+            strategy_args={"top_k": "1"}),
+        llm=llm,
+        progress=False,
+    )  # fmt: skip
+    recs = lines(tmp_path / "rt/predictions/passkey.jsonl")
+    for r in recs:
+        a = r["audit"]
+        key = r["ground_truth"]
+        assert a["retrieved"] is (str(key) in r["prediction"]), a  # the answer copies the context
+        assert a["outcome"] == ("correct" if a["retrieved"] else "evidence_not_retrieved")
+    assert sum(res["audit"]["passkey"]["funnel"].values()) == 2
