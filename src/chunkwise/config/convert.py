@@ -61,7 +61,7 @@ class InvalidOption(BadInput, ValueError):
 
 def unknown_options(where: str, keys: Iterable[str], valid: Sequence[str]) -> BadInput:
     """``<where>: unknown option(s) <keys> (did you mean ...?); valid options: <valid>``."""
-    keys = list(keys)
+    keys = [k if k.isprintable() else repr(k) for k in keys]  # a key with a newline: one line
     hint = ""
     if len(keys) == 1:
         prefix, _, leaf = keys[0].rpartition(".")
