@@ -130,9 +130,11 @@ def parse_rates(text: str | None) -> dict[str, float] | str | None:
     return rates
 
 
-def probe_rates(llm: LLM, text: str) -> dict[str, float]:
+def probe_rates(
+    llm: LLM, text: str, *, decode_tokens: int = PROBE_DECODE_TOKENS
+) -> dict[str, float]:
     """Prefill and decode tokens per second of ``llm``, from one prefill-only call over the
-    start of ``text`` and one decode call of :data:`PROBE_DECODE_TOKENS` new tokens."""
+    start of ``text`` and one decode call of up to ``decode_tokens`` new tokens."""
     from chunkwise.llm import GenerationParams
 
     ids_text = text
@@ -149,7 +151,7 @@ def probe_rates(llm: LLM, text: str) -> dict[str, float]:
         [
             Request(
                 llm.as_prompt("Count from one to two hundred, in words: one, two, three,"),
-                GenerationParams(max_new_tokens=PROBE_DECODE_TOKENS),
+                GenerationParams(max_new_tokens=decode_tokens),
             )
         ]
     )[0]
