@@ -214,3 +214,21 @@ def test_retrieval_run_is_audited_from_its_answer_prompt(tmp_path):
         assert a["retrieved"] is (str(key) in r["prediction"]), a  # the answer copies the context
         assert a["outcome"] == ("correct" if a["retrieved"] else "evidence_not_retrieved")
     assert sum(res["audit"]["passkey"]["funnel"].values()) == 2
+
+
+@pytest.mark.parametrize(
+    "audit",
+    [
+        {"passkey": {"n": 2, "funnel": {"correct": 1}}},  # does not add up to n
+        {"passkey": {"n": 1, "funnel": {"correct": "1"}}},
+        {"passkey": {"n": 1, "funnel": {"lost": 1}}},
+        {"passkey": []},
+    ],
+)
+def test_compare_refuses_a_broken_funnel(tmp_path, audit):
+    from chunkwise.errors import BadInput
+    from chunkwise.eval.funnels import load_funnels
+
+    (tmp_path / "results.json").write_text(json.dumps({"audit": audit}))
+    with pytest.raises(BadInput, match=r"results.json: audit.passkey"):
+        load_funnels([tmp_path], ["r"])

@@ -35,7 +35,12 @@ def load_funnels(paths: list[str | Path], labels: list[str]) -> dict[str, Any]:
             continue
         for task, block in audit.items():
             funnel = block.get("funnel") if isinstance(block, dict) else None
-            if not isinstance(funnel, dict) or set(funnel) - set(OUTCOMES):
+            counts = funnel.values() if isinstance(funnel, dict) else ()
+            if (
+                not isinstance(funnel, dict)
+                or set(funnel) - set(OUTCOMES)
+                or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts)
+            ):
                 raise BadInput(f"{file}: audit.{task} is not a funnel of audit outcomes")
             n = block.get("n")
             if sum(funnel.values()) != n:
