@@ -34,7 +34,7 @@ ENV = {
 }
 
 
-def launch(config: str, out: Path) -> dict:
+def launch(config: str, out: Path, *, lora: bool = True) -> dict:
     cmd = [
         str(ACCELERATE),
         "launch",
@@ -53,10 +53,13 @@ def launch(config: str, out: Path) -> dict:
         "--train.max_steps=4",
         "--train.save_steps=2",
         "--train.save_total_limit=0",
-        "--model.lora.enabled=true",
-        "--model.lora.r=4",
-        "--model.lora.target_modules=[q_proj,v_proj]",
     ]
+    if lora:
+        cmd += [
+            "--model.lora.enabled=true",
+            "--model.lora.r=4",
+            "--model.lora.target_modules=[q_proj,v_proj]",
+        ]
     proc = subprocess.run(
         cmd, env={**os.environ, **ENV}, cwd=REPO, capture_output=True, text=True, timeout=600
     )
@@ -138,21 +141,34 @@ def test_ddp_lora_checkpoint_holds_what_trains_and_resumes(tmp_path):
     stop_after_step_2_and_resume("ddp", out, tmp_path / "stopped")
 
 
-def test_zero3_lora_step_checkpoint_loads_as_base_plus_adapter(zero3):
+def logits(spec: str):
     import torch
 
     from chunkwise.llm import load_llm
 
+    llm = load_llm(spec)
+    try:
+        ids = torch.tensor([llm.encode("The town of Ashford sits by the river")])
+        with torch.no_grad():
+            return llm.model(input_ids=ids).logits[0, -1].float()
+    finally:
+        llm.close()
+
+
+def test_zero3_full_step_checkpoint_loads_for_evaluation(tmp_path):
+    """Full fine-tuning under ZeRO-3: the step checkpoint's partitioned weights, gathered by
+    zero_to_fp32 onto the run's config, are the final save's."""
+    import torch
+
+    out = tmp_path / "full"
+    launch("zero3", out, lora=False)
+    torch.testing.assert_close(logits(str(step_dir(out, 4))), logits(str(out)))
+    assert (logits(str(step_dir(out, 2))) - logits(str(out))).abs().max() > 1e-4
+
+
+def test_zero3_lora_step_checkpoint_loads_as_base_plus_adapter(zero3):
+    import torch
+
     out, _ = zero3
-
-    def logits(spec: str):
-        llm = load_llm(spec)
-        try:
-            ids = torch.tensor([llm.encode("The town of Ashford sits by the river")])
-            with torch.no_grad():
-                return llm.model(input_ids=ids).logits[0, -1].float()
-        finally:
-            llm.close()
-
     torch.testing.assert_close(logits(str(step_dir(out, 4))), logits(str(out)))
     assert (logits(str(step_dir(out, 2))) - logits(str(out))).abs().max() > 1e-4
