@@ -96,6 +96,21 @@ def test_chain_of_agents_plan_counts_one_worker_per_chunk_and_a_manager(tmp_path
         assert p["calls"] == r["stats"]["llm_calls"]
 
 
+@pytest.mark.slow
+def test_retrieval_plan_is_exact_in_its_answer_call(tmp_path):
+    """The real embedder (all-MiniLM-L6-v2) ranks the chunks in the plan and in the run."""
+    cfg = _cfg(tmp_path, "rag", strategy="retrieval", context_window=400, limit=2)
+    plan = _plan(cfg)
+    real = _real(cfg)
+    for task in cfg.tasks:
+        p, r = plan["tasks"][task], real[task]
+        assert p["stages"]["answer"]["exact"] == ["calls", "prefill"]
+        assert (p["calls"], p["prefill_tokens"]) == (
+            r["stats"]["llm_calls"],
+            r["stats"]["prompt_tokens"],
+        )
+
+
 def test_reply_tokens_and_time_estimate(tmp_path):
     cfg = _cfg(tmp_path, "t", strategy="mapreduce", context_window=400, plan_reply_tokens=5)
     rates = {"prefill": 1000.0, "decode": 10.0}

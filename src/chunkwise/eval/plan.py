@@ -13,6 +13,8 @@ What is exact and what is an estimate (each stage says which, under ``exact``):
 
 * a stage whose prompts do not depend on what the model wrote is counted exactly: standard
   decoding's one call and MapReduce's map wave (one call per chunk, the very prompts sent);
+* retrieval's one answer call reads the chunks the embedder ranks first, which no reply
+  changes: exact too;
 * Chain-of-Agents makes one worker call per chunk and one manager call, exactly, but each
   worker prompt carries the memory the previous worker wrote: its prefill is an estimate;
 * everything after a model's reply is an estimate: MapReduce's collapse rounds and its reduce
@@ -45,6 +47,7 @@ from chunkwise.llm import LLM, Completion, Request
 EXACT: dict[tuple[str, str], tuple[str, ...]] = {
     ("standard", "generate"): ("calls", "prefill"),
     ("mapreduce", "map"): ("calls", "prefill"),
+    ("retrieval", "answer"): ("calls", "prefill"),
     ("chain_of_agents", "worker"): ("calls",),
     ("chain_of_agents", "manager"): ("calls",),
 }
