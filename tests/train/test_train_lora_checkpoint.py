@@ -153,3 +153,16 @@ def test_full_step_checkpoint_loads_with_the_runs_config_and_tokenizer(tmp_path)
     shutil.rmtree(out / "checkpoints" / MODEL_FILES)  # a run of an older chunkwise
     with pytest.raises(BadInput, match="evaluate the run's final model"):
         _logits(str(folder))
+
+
+def test_a_rerun_with_lora_replaces_the_model_files(tmp_path):
+    """The same output_dir trained again from scratch (resume=never) with LoRA: its step
+    checkpoints load as base + adapter, not with the first run's full-model files."""
+    out = tmp_path / "again"
+    run(tiny(out, *SHORT, "--train.max_steps=2"))
+    assert (out / "checkpoints" / MODEL_FILES / "config.json").is_file()
+    run(tiny(out, *SHORT, *LORA, "--train.max_steps=2", "--train.resume=never"))
+    files = out / "checkpoints" / MODEL_FILES
+    assert (files / "adapter_config.json").is_file() and not (files / "config.json").exists()
+    assert TRAINABLE_FILE in checkpoint_files(step_dir(out, 2))
+    _logits(str(step_dir(out, 2)))

@@ -90,11 +90,12 @@ def write_model_files(
     ckpt_root: Path, model: Any, tokenizer: Any, *, base_spec: str | None, is_main: bool
 ) -> Path:
     """``ckpt_root/model/``: the unwrapped ``model``'s config (or, LoRA: its adapter config and
-    ``base_spec``) and the tokenizer; written once (atomically), kept on a resume."""
+    ``base_spec``) and the tokenizer, written by every run (a rerun with other settings
+    replaces the old run's) into a temporary folder swapped into place."""
     from chunkwise.llm.hf import BASE_SPEC_FILE
 
     folder = ckpt_root / MODEL_FILES
-    if not is_main or folder.is_dir():
+    if not is_main:
         return folder
     tmp = ckpt_root / (MODEL_FILES + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -107,7 +108,12 @@ def write_model_files(
         cfg.use_cache = True
         cfg.save_pretrained(str(tmp))
     tokenizer.save_pretrained(str(tmp))
+    old = ckpt_root / (MODEL_FILES + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.is_dir():
+        folder.rename(old)
     tmp.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
     return folder
 
 
