@@ -82,7 +82,7 @@ def test_mapreduce_eval_audit_funnel_adds_up(embedded_llm, tmp_path, monkeypatch
     out = tmp_path / "mr"
     args = ["eval", "--model", "hf:default", "--strategy", "mapreduce", "--tasks",
             "passkey", "--data", "synthetic:800", "--limit", "2",
-            "--strategy-args", "chunk_tokens=400,max_new_tokens=24", "--output", str(out), "--no-progress",
+            "--strategy-args", "chunk_tokens=400,max_new_tokens=12", "--output", str(out), "--no-progress",
             "--audit"]  # fmt: skip
     assert cli.main(args) == 0
     res = json.loads((out / "results.json").read_text())
