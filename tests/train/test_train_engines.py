@@ -159,7 +159,8 @@ def assert_engine_files(config: str, files: set[str]) -> None:
         if config.startswith("zero3"):  # ZeRO-3 also shards the weights per rank
             assert any("zero_pp_rank_1_mp_rank_00_model_states.pt" in f for f in files), files
     elif config == "fsdp2":  # sharded (distributed-checkpoint) model and optimizer states
-        assert any(f.startswith("pytorch_model_fsdp_0/") and f.endswith(".distcp") for f in files)
+        model = ("pytorch_model_fsdp_0/", "trainable_fsdp/")  # LoRA: the trainable weights only
+        assert any(f.startswith(model) and f.endswith(".distcp") for f in files), files
         assert {f for f in files if f.endswith(".distcp") and "__1_" in f}, files
         assert not any(f.endswith(("model.safetensors", "optimizer.bin")) for f in files), files
     else:  # ddp: a LoRA run's checkpoint holds its trainable weights only

@@ -10,6 +10,8 @@ model's ``config.json`` and the run's tokenizer, and for a LoRA run ``adapter_co
   is stripped);
 - ``trainable.safetensors`` (:data:`TRAINABLE_FILE`): a LoRA run's trainable weights only,
   named as in the peft model;
+- ``trainable_fsdp/`` (:data:`FSDP_TRAINABLE`): a LoRA run's trainable weights under FSDP2, a
+  ``torch.distributed.checkpoint`` folder of every rank's shards, read back whole in one process;
 - ``pytorch_model/``: DeepSpeed ZeRO-2/3 shards, gathered with DeepSpeed's own
   ``zero_to_fp32`` (a LoRA run's frozen base is left out of them and comes from the base).
 
@@ -35,6 +37,8 @@ MODEL_FILES = "model"
 #: a LoRA run's trainable weights in a step checkpoint
 TRAINABLE_FILE = "trainable.safetensors"
 FULL_FILE = "model.safetensors"
+#: a LoRA run's trainable weights under FSDP2 (torch.distributed.checkpoint shards)
+FSDP_TRAINABLE = "trainable_fsdp"
 DEEPSPEED_TAG = "pytorch_model"
 #: what a finished run's final save writes last
 FINAL_MARK = "train_info.json"
@@ -92,6 +96,23 @@ def _strip(name: str) -> str:
     return name
 
 
+def read_dcp(folder: Path, prefix: str = "model.") -> dict[str, Any]:
+    """Every tensor under ``prefix`` of a ``torch.distributed.checkpoint`` folder, whole (its
+    shards joined), in this process (no process group needed), named without ``prefix``."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    meta = dcp.FileSystemReader(str(folder)).read_metadata().state_dict_metadata
+    sd = {
+        k[len(prefix) :]: torch.empty(m.size, dtype=m.properties.dtype)
+        for k, m in meta.items()
+        if k.startswith(prefix) and isinstance(m, TensorStorageMetadata)
+    }
+    dcp.load({prefix.rstrip("."): sd}, checkpoint_id=str(folder), no_dist=True)
+    return sd
+
+
 def state_dict(ck: StepCheckpoint) -> dict[str, Any]:
     """The weights a step checkpoint holds, named as in the model it was saved from."""
     from safetensors.torch import load_file
@@ -100,6 +121,8 @@ def state_dict(ck: StepCheckpoint) -> dict[str, Any]:
         sd = load_file(str(ck.folder / TRAINABLE_FILE))
     elif (ck.folder / FULL_FILE).is_file():
         sd = load_file(str(ck.folder / FULL_FILE))
+    elif (ck.folder / FSDP_TRAINABLE).is_dir():
+        sd = read_dcp(ck.folder / FSDP_TRAINABLE)
     elif (ck.folder / DEEPSPEED_TAG).is_dir():
         try:
             from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
@@ -113,8 +136,8 @@ def state_dict(ck: StepCheckpoint) -> dict[str, Any]:
         )
     else:
         raise BadInput(
-            f"{ck.folder}: no weights chunkwise can read ({FULL_FILE}, {TRAINABLE_FILE} or "
-            f"{DEEPSPEED_TAG}/); FSDP step checkpoints are sharded: merge them first with "
+            f"{ck.folder}: no weights chunkwise can read ({FULL_FILE}, {TRAINABLE_FILE}, "
+            f"{FSDP_TRAINABLE}/ or {DEEPSPEED_TAG}/); full fine-tuning FSDP step checkpoints are sharded: merge them first with "
             "`accelerate merge-weights`"
         )
     return {_strip(k): v for k, v in sd.items()}
@@ -158,6 +181,7 @@ def load_model(ck: StepCheckpoint, base_path: str, *, dtype: Any, attn: str, tru
 __all__ = [
     "DEEPSPEED_TAG",
     "FINAL_MARK",
+    "FSDP_TRAINABLE",
     "FULL_FILE",
     "MODEL_FILES",
     "STATE_FILE",
@@ -167,6 +191,7 @@ __all__ = [
     "describe",
     "load_model",
     "load_weights",
+    "read_dcp",
     "run_checkpoints",
     "state_dict",
     "step_of",

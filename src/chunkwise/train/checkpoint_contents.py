@@ -8,7 +8,11 @@
   (under ZeRO-3 the frozen base is partitioned, so leaving it out is DeepSpeed's call to make)
   and load with ``load_module_strict=False``. A resume rebuilds the base from the same source
   (the pretrained model, or the run's saved random base) and loads the trainable weights onto
-  it. FSDP2 saves its sharded state dict as before (whole model).
+  it. FSDP2 runs save the trainable weights' shards only (``trainable_fsdp/``, a
+  ``torch.distributed.checkpoint`` folder of ``get_model_state_dict(ignore_frozen_params=True)``)
+  beside accelerate's sharded optimizer state (:func:`save_state`): accelerate's own FSDP save
+  writes every weight and takes no filter, so the model is kept out of ``save_state`` and saved
+  here.
 - ``OUTPUT/checkpoints/model/``, written once per run: the config and tokenizer every step
   checkpoint loads with, and for LoRA the adapter config and base spec, so that
   ``chunkwise eval --model OUTPUT/checkpoints/step-N`` works.
@@ -16,14 +20,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput
 from chunkwise.io import atomic_write_json
-from chunkwise.llm.step_checkpoint import MODEL_FILES, TRAINABLE_FILE, load_weights
+from chunkwise.llm.step_checkpoint import FSDP_TRAINABLE, MODEL_FILES, TRAINABLE_FILE, load_weights
 
 
 def _plain(accelerator: Any) -> bool:
@@ -73,17 +79,90 @@ def install_hooks(accelerator: Any, lora: bool) -> None:
     accelerator.register_load_state_pre_hook(load_hook)
 
 
-def save_kwargs(accelerator: Any, lora: bool) -> dict[str, Any]:
-    """Extra ``accelerator.save_state`` arguments: DeepSpeed leaves a LoRA run's frozen base out."""
-    return {"exclude_frozen_parameters": True} if lora and not _plain(accelerator) else {}
-
-
-def load_kwargs(accelerator: Any, lora: bool) -> dict[str, Any]:
-    """Extra ``accelerator.load_state`` arguments matching :func:`save_kwargs`."""
+def _deepspeed(accelerator: Any) -> bool:
     from accelerate.utils import DistributedType
 
-    deepspeed = accelerator.distributed_type == DistributedType.DEEPSPEED
-    return {"load_module_strict": False} if lora and deepspeed else {}
+    return accelerator.distributed_type == DistributedType.DEEPSPEED
+
+
+def _fsdp2(accelerator: Any) -> bool:
+    from accelerate.utils import DistributedType
+
+    return (
+        accelerator.distributed_type == DistributedType.FSDP
+        and accelerator.state.fsdp_plugin.fsdp_version == 2
+    )
+
+
+@contextlib.contextmanager
+def _model_aside(accelerator: Any) -> Iterator[tuple[list, list]]:
+    """accelerate's ``save_state``/``load_state`` without the prepared model and optimizer
+    (they still handle RNG, schedulers, samplers and registered objects); yields them."""
+    models, optimizers = accelerator._models, accelerator._optimizers
+    if len(models) != 1 or len(optimizers) != 1:
+        raise RuntimeError(
+            f"expected one model and one optimizer, got {len(models)}, {len(optimizers)}"
+        )
+    accelerator._models, accelerator._optimizers = [], []
+    try:
+        yield models, optimizers
+    finally:
+        accelerator._models, accelerator._optimizers = models, optimizers
+
+
+def _trainable_sd(model: Any) -> dict[str, Any]:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(ignore_frozen_params=True))
+
+
+def save_state(accelerator: Any, folder: str, *, lora: bool) -> None:
+    """``accelerator.save_state(folder)`` writing what trains: a LoRA run under DeepSpeed leaves
+    the frozen base out (``exclude_frozen_parameters``); under FSDP2 the trainable weights'
+    shards go to ``folder/trainable_fsdp/`` and the optimizer's to accelerate's usual place."""
+    if not lora or _plain(accelerator):
+        accelerator.save_state(folder)
+    elif _deepspeed(accelerator):
+        accelerator.save_state(folder, exclude_frozen_parameters=True)
+    elif _fsdp2(accelerator):
+        import torch.distributed.checkpoint as dcp
+        from accelerate.utils import save_fsdp_optimizer
+
+        with _model_aside(accelerator) as (models, optimizers):
+            accelerator.save_state(folder)
+        dcp.save(
+            {"model": _trainable_sd(models[0])}, checkpoint_id=str(Path(folder) / FSDP_TRAINABLE)
+        )
+        plugin = accelerator.state.fsdp_plugin
+        save_fsdp_optimizer(plugin, accelerator, optimizers[0], models[0], folder, 0)
+    else:
+        raise BadInput(
+            "LoRA step checkpoints under FSDP1 are not supported: use FSDP2 (fsdp_version: 2)"
+        )
+
+
+def load_state(accelerator: Any, folder: str, *, lora: bool) -> None:
+    """``accelerator.load_state(folder)`` for a checkpoint :func:`save_state` wrote (a LoRA
+    run's trainable weights onto the base this run rebuilt)."""
+    if not lora or _plain(accelerator):
+        accelerator.load_state(folder)
+    elif _deepspeed(accelerator):
+        accelerator.load_state(folder, load_module_strict=False)
+    else:
+        import torch.distributed.checkpoint as dcp
+        from accelerate.utils import load_fsdp_optimizer
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        path = Path(folder) / FSDP_TRAINABLE
+        if not path.is_dir():
+            raise BadInput(f"{folder}: a LoRA run's FSDP2 checkpoint without {FSDP_TRAINABLE}/")
+        with _model_aside(accelerator) as (models, optimizers):
+            accelerator.load_state(folder)
+        sd = _trainable_sd(models[0])
+        dcp.load({"model": sd}, checkpoint_id=str(path))
+        set_model_state_dict(models[0], sd, options=StateDictOptions(strict=False))
+        plugin = accelerator.state.fsdp_plugin
+        load_fsdp_optimizer(plugin, accelerator, optimizers[0], models[0], folder, 0)
 
 
 def write_model_files(
@@ -132,8 +211,8 @@ def setup_checkpoints(
 
 __all__ = [
     "install_hooks",
-    "load_kwargs",
-    "save_kwargs",
+    "load_state",
+    "save_state",
     "setup_checkpoints",
     "trainable_state_dict",
     "write_model_files",

@@ -19,6 +19,7 @@ from chunkwise.digests import file_sha256
 from chunkwise.errors import BadInput
 from chunkwise.io import atomic_write_json, read_json
 from chunkwise.run_folders import FolderLock, check_run_folder
+from chunkwise.train.checkpoint_contents import save_state
 from chunkwise.train.recipe import Recipe
 
 log = logging.getLogger("chunkwise.train.loop")
@@ -243,19 +244,19 @@ def resume_point(
 
 
 def save_checkpoint(
-    accelerator: Any, root: Path, step: int, state: dict, limit: int, **save_kwargs: Any
+    accelerator: Any, root: Path, step: int, state: dict, limit: int, *, lora: bool = False
 ) -> None:
     """accelerator.save_state into step-N.tmp, then trainer_state.json (with every file's
     sha256, checked before a resume loads them), then rename: a kill at any moment leaves
-    either a complete checkpoint or none. ``save_kwargs`` go to ``save_state`` (DeepSpeed:
-    ``exclude_frozen_parameters``, :mod:`chunkwise.train.checkpoint_contents`)."""
+    either a complete checkpoint or none. A LoRA run's holds what trains
+    (:func:`chunkwise.train.checkpoint_contents.save_state`)."""
     final = root / f"step-{step:08d}"
     tmp = root / f"step-{step:08d}.tmp"
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
         root.mkdir(parents=True, exist_ok=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp), **save_kwargs)
+    save_state(accelerator, str(tmp), lora=lora)
     accelerator.wait_for_everyone()
     digests = checkpoint_digests(accelerator, tmp, _listing(accelerator, tmp))
     if accelerator.is_main_process:

@@ -32,7 +32,7 @@ from typing import Any
 
 from chunkwise.config import config_to_dict, dump_yaml
 from chunkwise.errors import BadInput
-from chunkwise.train.checkpoint_contents import load_kwargs, save_kwargs, setup_checkpoints
+from chunkwise.train.checkpoint_contents import load_state, setup_checkpoints
 from chunkwise.train.engine import process_group_timeout
 from chunkwise.train.multinode import check_resume_layout, check_shared_output_dir, layout_of
 from chunkwise.train.recipe import Recipe, training_files
@@ -236,7 +236,7 @@ class Trainer:
         base = base_spec(r, self.base_saved, self.kind) if self.lora else None
         setup_checkpoints(accelerator, self.model, self.tokenizer, self.ckpt_root, base_spec=base)
         if self.resume_from is not None:
-            accelerator.load_state(str(self.resume_from), **load_kwargs(accelerator, self.lora))
+            load_state(accelerator, str(self.resume_from), lora=self.lora)
             log.info("resumed from %s (step %d of %d)", self.resume_from, self.start, self.total)
 
     def _setup_run_record(self) -> None:
@@ -454,7 +454,7 @@ class Trainer:
             step,
             self.state,
             self.tc.save_total_limit,
-            **save_kwargs(self.accelerator, self.lora),
+            lora=self.lora,
         )
 
     def _layout_record(self) -> dict[str, Any]:
