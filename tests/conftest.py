@@ -9,6 +9,10 @@ import pytest
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The suite's real-model answers were set in fp32, and CI runs on CPUs with and without bf16
+# instructions: every engine on CPU (hf:, vllm:, CLI subprocesses) runs fp32 unless a spec says
+# otherwise. tests/llm/test_cpu_dtype.py lifts this to test the automatic choice.
+os.environ["CHUNKWISE_CPU_DTYPE"] = "float32"
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CHUNKWISE_SHARED", REPO.parent / "shared"))

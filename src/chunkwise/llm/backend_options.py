@@ -34,7 +34,8 @@ class HfOptions:
     #: torch device (none: this launcher rank's GPU, cuda:LOCAL_RANK, when CUDA is available,
     #: else cpu, pinned to the rank's share of the cores: see chunkwise.llm.devices)
     device: str | None = None
-    #: torch dtype name (none: bfloat16 on cuda, float32 on cpu)
+    #: torch dtype name (none: bfloat16 on cuda; on CPU bfloat16 where the CPU has AMX or
+    #: AVX512-BF16, else float32; the environment variable CHUNKWISE_CPU_DTYPE overrides that)
     dtype: str | None = None
     #: attention implementation (none: flash_attention_2 on cuda when flash-attn is installed,
     #: else sdpa)
@@ -77,7 +78,7 @@ class VllmOptions:
     #: share of GPU memory the engine may take (gpu_memory_utilization; GPUs only)
     gpu_mem: float = 0.9
     #: dtype (none: auto on GPUs; on CPU bfloat16 where the CPU has AMX or AVX512-BF16, else
-    #: float32)
+    #: float32; the environment variable CHUNKWISE_CPU_DTYPE overrides that)
     dtype: str | None = None
     #: run Python code shipped with the model (only from your own spec, never a model folder's)
     trust_remote_code: bool = False

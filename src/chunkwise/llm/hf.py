@@ -29,6 +29,7 @@ from chunkwise.llm.base import (
     find_stop,
     template_kwargs,
 )
+from chunkwise.llm.cpu import choose_cpu_dtype
 from chunkwise.llm.devices import pin_cpus, placement
 from chunkwise.llm.output_head import fast_output_head
 from chunkwise.llm.spec import ModelSpec, file_options, parse_spec, spec_options
@@ -363,6 +364,9 @@ def load(spec: ModelSpec) -> LLM:
     else:
         device = o.device
     dtype_name = o.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    if o.dtype is None and device.startswith("cpu"):
+        dtype_name, why = choose_cpu_dtype()
+        log.info("%s on cpu in %s: %s", spec.raw, dtype_name, why)
     try:
         dtype = getattr(torch, dtype_name)
     except AttributeError:

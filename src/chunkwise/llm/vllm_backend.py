@@ -19,7 +19,8 @@ Options after ``?`` (``&``-joined):
 ``gpu_mem=0.9``        ``gpu_memory_utilization`` (GPUs only)
 ``dtype=auto``         weights/activations dtype (``auto``, ``bfloat16``, ``float32``; default
                        on CPU: ``bfloat16`` where the CPU has bf16 instructions (AMX,
-                       AVX512-BF16), else ``float32``: see chunkwise.llm.cpu)
+                       AVX512-BF16), else ``float32``; the environment variable
+                       ``CHUNKWISE_CPU_DTYPE`` overrides that: see chunkwise.llm.cpu)
 ``trust_remote_code``  ``1`` to run code shipped with the checkpoint (off unless asked)
 ``chat=0|1``           send chat messages through the tokenizer's template (default: on when
                        the tokenizer has one, off for ``vllm:default``, a base model)
@@ -64,7 +65,7 @@ from chunkwise.environ import scoped_env
 from chunkwise.errors import BadInput, MissingDependency
 from chunkwise.llm.backend_options import VllmOptions
 from chunkwise.llm.base import LLM
-from chunkwise.llm.cpu import cpu_dtype
+from chunkwise.llm.cpu import choose_cpu_dtype
 from chunkwise.llm.devices import pin_cpus, placement
 from chunkwise.llm.sigterm import exit_on_sigterm
 from chunkwise.llm.spec import ModelSpec, file_options, spec_options
@@ -203,8 +204,11 @@ def load(spec: ModelSpec) -> LLM:
         "model": spec.target,
         "tensor_parallel_size": o.tp,
         "trust_remote_code": o.trust_remote_code,
-        "dtype": o.dtype or ("auto" if cuda else cpu_dtype()),
+        "dtype": o.dtype or "auto",
     }
+    if o.dtype is None and not cuda:
+        kwargs["dtype"], why = choose_cpu_dtype()
+        log.info("%s on cpu in %s: %s", spec.raw, kwargs["dtype"], why)
     if cuda:
         kwargs["gpu_memory_utilization"] = o.gpu_mem
     else:
