@@ -12,7 +12,7 @@
   ``torch.distributed.checkpoint`` folder of ``get_model_state_dict(ignore_frozen_params=True)``)
   beside accelerate's sharded optimizer state (:func:`save_state`): accelerate's own FSDP save
   writes every weight and takes no filter, so the model is kept out of ``save_state`` and saved
-  here.
+  here. FSDP1 saves the whole sharded model as before.
 - ``OUTPUT/checkpoints/model/``, written once per run: the config and tokenizer every step
   checkpoint loads with, and for LoRA the adapter config and base spec, so that
   ``chunkwise eval --model OUTPUT/checkpoints/step-N`` works.
@@ -119,7 +119,8 @@ def _trainable_sd(model: Any) -> dict[str, Any]:
 def save_state(accelerator: Any, folder: str, *, lora: bool) -> None:
     """``accelerator.save_state(folder)`` writing what trains: a LoRA run under DeepSpeed leaves
     the frozen base out (``exclude_frozen_parameters``); under FSDP2 the trainable weights'
-    shards go to ``folder/trainable_fsdp/`` and the optimizer's to accelerate's usual place."""
+    shards go to ``folder/trainable_fsdp/`` and the optimizer's to accelerate's usual place
+    (FSDP1 still saves the whole sharded model)."""
     if not lora or _plain(accelerator):
         accelerator.save_state(folder)
     elif _deepspeed(accelerator):
@@ -135,10 +136,8 @@ def save_state(accelerator: Any, folder: str, *, lora: bool) -> None:
         )
         plugin = accelerator.state.fsdp_plugin
         save_fsdp_optimizer(plugin, accelerator, optimizers[0], models[0], folder, 0)
-    else:
-        raise BadInput(
-            "LoRA step checkpoints under FSDP1 are not supported: use FSDP2 (fsdp_version: 2)"
-        )
+    else:  # FSDP1: accelerate's whole sharded model, as before
+        accelerator.save_state(folder)
 
 
 def load_state(accelerator: Any, folder: str, *, lora: bool) -> None:
@@ -148,6 +147,8 @@ def load_state(accelerator: Any, folder: str, *, lora: bool) -> None:
         accelerator.load_state(folder)
     elif _deepspeed(accelerator):
         accelerator.load_state(folder, load_module_strict=False)
+    elif not _fsdp2(accelerator):
+        accelerator.load_state(folder)
     else:
         import torch.distributed.checkpoint as dcp
         from accelerate.utils import load_fsdp_optimizer
