@@ -140,8 +140,12 @@ def run_trl(init: Path, args: argparse.Namespace, work: Path) -> dict:
     tok = AutoTokenizer.from_pretrained(str(init))
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
+    if args.trl_attn == "chunkwise_varlen":
+        from chunkwise.train.attention import register
+
+        register()
     model = AutoModelForCausalLM.from_pretrained(
-        str(init), dtype=torch.float32, attn_implementation="sdpa"
+        str(init), dtype=torch.float32, attn_implementation=args.trl_attn
     )
     config = SFTConfig(
         output_dir=str(work / "trl"),
@@ -221,26 +225,46 @@ def side(name: str, args: argparse.Namespace, work: Path, init: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-PASS = ("model", "steps", "records", "max_tokens", "threads")
+PASS = ("model", "steps", "records", "max_tokens", "threads", "trl_attn")
 
 
 def compare(args: argparse.Namespace) -> dict:
+    """Each side ``--repeats`` times, alternating which goes first (other jobs on the machine
+    change its speed over minutes); per side the median tokens/s, the ratio of the medians."""
+    runs: dict[str, list[dict]] = {"ours": [], "trl": []}
     with tempfile.TemporaryDirectory(prefix="train_vs_trl-") as tmp:
         work = Path(tmp)
         init = make_init(work, args.model)
-        results = {name: side(name, args, work, init) for name in ("trl", "ours")}
-    for res in results.values():
-        res["tok_per_sec"] = res["tokens"] / res["seconds"]
-        res["tail_loss"] = tail_stats(res["losses"], args.tail)
+        for i in range(args.repeats):
+            order = ("trl", "ours") if i % 2 == 0 else ("ours", "trl")
+            for name in order:
+                res = side(name, args, work / f"repeat-{i}", init)
+                res["tok_per_sec"] = res["tokens"] / res["seconds"]
+                runs[name].append(res)
+    results = {}
+    for name, reps in runs.items():
+        results[name] = {
+            **reps[0],
+            "tok_per_sec": statistics.median(r["tok_per_sec"] for r in reps),
+            "tok_per_sec_runs": [r["tok_per_sec"] for r in reps],
+            "tail_loss": tail_stats(reps[0]["losses"], args.tail),
+        }
     ours, trl = results["ours"], results["trl"]
     gap = ours["tail_loss"]["mean"] - trl["tail_loss"]["mean"]
     se = math.hypot(ours["tail_loss"]["se"], trl["tail_loss"]["se"])
     return {
         "ratio": ours["tok_per_sec"] / trl["tok_per_sec"],
+        "ratio_runs": [
+            a["tok_per_sec"] / b["tok_per_sec"]
+            for a, b in zip(runs["ours"], runs["trl"], strict=True)
+        ],
+        "repeats": args.repeats,
         "model": args.model,
         "steps": args.steps,
         "max_tokens": args.max_tokens,
         "threads": args.threads,
+        "trl_attn": args.trl_attn,
+        "load_average": os.getloadavg(),
         "tail_loss_gap": gap,
         "tail_loss_gap_95ci": [gap - 1.96 * se, gap + 1.96 * se],
         "ours": ours,
@@ -257,17 +281,19 @@ def _versions() -> dict:
 
 def table(res: dict) -> str:
     lines = [
-        f"{'':6} {'tokens':>8} {'seconds':>8} {'tok/s':>8} {'tail loss':>14}",
+        f"{'':6} {'tokens':>8} {'seconds':>8} {'tok/s med':>9} {'tail loss':>14}",
     ]
     for name in ("ours", "trl"):
         s = res[name]
         t = s["tail_loss"]
         lines.append(
-            f"{name:6} {s['tokens']:8d} {s['seconds']:8.1f} {s['tok_per_sec']:8.0f} "
+            f"{name:6} {s['tokens']:8d} {s['seconds']:8.1f} {s['tok_per_sec']:9.0f} "
             f"{t['mean']:7.4f}±{1.96 * t['se']:.4f}"
         )
     lo, hi = res["tail_loss_gap_95ci"]
-    lines.append(f"ratio ours/trl: {res['ratio']:.2f}x   tail loss gap {lo:+.4f}..{hi:+.4f} (95%)")
+    runs = ", ".join(f"{x:.2f}" for x in res["ratio_runs"])
+    lines.append(f"ratio ours/trl: {res['ratio']:.2f}x (runs: {runs})")
+    lines.append(f"tail loss gap ours - trl: {lo:+.4f}..{hi:+.4f} (95%)")
     lines.append("step  ours     trl")
     for i, (a, b) in enumerate(zip(res["ours"]["losses"], res["trl"]["losses"], strict=False)):
         lines.append(f"{i + 1:4d}  {a:.4f}  {b:.4f}")
@@ -281,6 +307,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", type=int, default=16, help="Pyramid-Align records of the fixture")
     p.add_argument("--max-tokens", type=int, default=4096, help="tokens per packed row (step)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--trl-attn",
+        choices=("sdpa", "chunkwise_varlen"),
+        default="sdpa",
+        help="TRL's attention (chunkwise_varlen: ours, to see what the gap is made of)",
+    )
+    p.add_argument("--repeats", type=int, default=1, help="runs of each side, alternating")
     p.add_argument("--tail", type=int, default=10, help="last steps whose loss is compared")
     p.add_argument("--timeout", type=int, default=3600, help="seconds per side")
     p.add_argument("--json", type=Path, help="also write the JSON here")
@@ -305,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(res, indent=2)
     print(text)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(text + "\n")
     return 0
 
