@@ -127,6 +127,22 @@ def test_all_checkpoints_and_the_final_model_make_one_curve(main, runs, tmp_path
     assert _stamps(out) == before
 
 
+def test_a_full_step_checkpoint_stops_where_the_final_model_does(runs):
+    """The run's generation config (its end-of-turn ids beside the config's eos) travels with
+    checkpoints/model/, so step-6 decodes exactly as the final model (from_config alone would
+    stop at config.eos_token_id only)."""
+    from chunkwise.llm import load_llm
+
+    ends = []
+    for spec in (runs[0] / "checkpoints" / "step-00000006", runs[0]):
+        llm = load_llm(str(spec))
+        try:
+            ends.append(llm.model.generation_config.eos_token_id)
+        finally:
+            llm.close()
+    assert ends[0] == ends[1] and isinstance(ends[1], list) and len(ends[1]) > 1, ends
+
+
 def test_chosen_steps_and_last(main, runs, tmp_path):
     full = runs[0]
     curve = _sweep(main, full, tmp_path / "some", "2,6")

@@ -174,6 +174,10 @@ def load_model(ck: StepCheckpoint, base_path: str, *, dtype: Any, attn: str, tru
     else:
         cfg = AutoConfig.from_pretrained(str(ck.files), trust_remote_code=trust)
         model = AutoModelForCausalLM.from_config(cfg, **kw)
+        if (ck.files / "generation_config.json").is_file():  # stops where the final model does
+            from transformers import GenerationConfig
+
+            model.generation_config = GenerationConfig.from_pretrained(str(ck.files))
     load_weights(model, sd, ck.folder, lora=ck.lora)
     return model
 

@@ -169,8 +169,8 @@ def load_state(accelerator: Any, folder: str, *, lora: bool) -> None:
 def write_model_files(
     ckpt_root: Path, model: Any, tokenizer: Any, *, base_spec: str | None, is_main: bool
 ) -> Path:
-    """``ckpt_root/model/``: the unwrapped ``model``'s config (or, LoRA: its adapter config and
-    ``base_spec``) and the tokenizer, written by every run (a rerun with other settings
+    """``ckpt_root/model/``: the unwrapped ``model``'s config and generation config (or, LoRA:
+    its adapter config and ``base_spec``) and the tokenizer, written by every run (a rerun with other settings
     replaces the old run's) into a temporary folder swapped into place."""
     from chunkwise.llm.hf import BASE_SPEC_FILE
 
@@ -187,6 +187,9 @@ def write_model_files(
         cfg = copy.deepcopy(model.config)
         cfg.use_cache = True
         cfg.save_pretrained(str(tmp))
+        gen = getattr(model, "generation_config", None)  # where decoding stops, as the final's
+        if gen is not None:
+            gen.save_pretrained(str(tmp))
     tokenizer.save_pretrained(str(tmp))
     old = ckpt_root / (MODEL_FILES + ".old")
     shutil.rmtree(old, ignore_errors=True)
