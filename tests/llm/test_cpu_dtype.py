@@ -144,8 +144,10 @@ def test_automatic_dtype_on_this_cpu_answers_passkeys(monkeypatch, caplog):
         assert llm.model.dtype == want
         said = [r.getMessage() for r in caplog.records if "on cpu in" in r.getMessage()]
         assert len(said) == 1 and str(want).removeprefix("torch.") in said[0], said
-        docs = generate("passkey", length_tokens=600, n=3, seed=11, count_tokens=llm.count_tokens)
-        for rec in docs:
+        # the first 3 of bench/cpu_dtype.py's 6 documents: fp32 and bf16 both answer them
+        # (its 6th, the needle at the end, neither does: a limit of the model, not the dtype)
+        docs = generate("passkey", length_tokens=600, n=6, seed=11, count_tokens=llm.count_tokens)
+        for rec in docs[:3]:
             ans = get_strategy("standard").answer(rec["context"], passkey_query(rec), llm)
             assert score_one("passkey", ans.text, rec["answer"]) == 1.0, (rec["answer"], ans.text)
     finally:
