@@ -72,6 +72,7 @@ def test_full_weights_and_lora_checkpoints(main, checkpoints, tmp_path, strategy
         assert [p["id"] for p in preds] == [0, 1, 2]
         assert all(p["model"] == str(model) and p["strategy"] == strategy for p in preds)
         assert res["model"]["spec"] == str(model) and res["model"]["strategy_window"] == 512
+        assert res["model"]["dtype"] == "float32"  # CPU, pinned by CHUNKWISE_CPU_DTYPE
         assert res["results"]["passkey"]["n"] == 3 and res["results"]["passkey"]["errors"] == 0
         assert 0.0 <= res["results"]["passkey"]["score"] <= 100.0
         if strategy == "mapreduce":  # 160-token chunks split each ~300-token document

@@ -276,6 +276,9 @@ def _model_info(cfg: EvalConfig, llm: Any, kind: str, window: int) -> dict[str, 
         "chat": bool(llm.chat),
         "prompt_kind": kind,
         "strategy_window": window,
+        # hf: the torch dtype the weights run in (on CPU chosen per CPU kind: chunkwise.llm.cpu)
+        "dtype": str(getattr(getattr(llm, "model", None), "dtype", "")).removeprefix("torch.")
+        or None,
         "provenance": model_provenance(cfg.model),
     }
 
