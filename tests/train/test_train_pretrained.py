@@ -24,10 +24,11 @@ pytestmark = pytest.mark.slow
 
 ACCELERATE = Path(sys.executable).with_name("accelerate")
 STEPS = 2
-#: the Gemma turn template the packaged MapReduce adapter trains under; short examples (the
-#: tiny fixture cut to 512 tokens) keep a step at seconds on one core per rank
+#: the Gemma turn template the packaged MapReduce adapter trains under; short examples (4
+#: records of the tiny fixture, cut to 512 tokens) keep a step at seconds on one core per rank
 GEMMA = [
     f"--model.chat_template={REPO / 'src/chunkwise/prompts/mapreduce/gemma_chat.jinja'}",
+    "--data.limit=4",
     "--data.max_length=512",
     "--batching.max_tokens=512",
 ]
