@@ -171,6 +171,7 @@ def run_trl(init: Path, args: argparse.Namespace, work: Path) -> dict:
         save_strategy="no",
         report_to="none",
         use_cpu=True,
+        bf16=False,  # SFTConfig turns bf16 autocast on by default; ours runs fp32 here
         seed=tc.seed,
         dataloader_num_workers=0,
         disable_tqdm=True,
