@@ -114,6 +114,14 @@ def test_vllm_cpu_default_follows_the_same_choice(fake_vllm, monkeypatch, flags,
     assert [e.kwargs["dtype"] for e in fake_vllm] == [want, "float16"]
 
 
+@pytest.mark.slow
+def test_the_shared_embedded_model_runs_in_float32(embedded_llm):
+    """The session's hf:default (tests/conftest.py) answers as the suite's tests expect: fp32."""
+    import torch
+
+    assert embedded_llm.model.dtype == torch.float32
+
+
 def _this_cpu_wants_bf16() -> bool:
     with open("/proc/cpuinfo", encoding="utf-8") as f:
         text = f.read()
