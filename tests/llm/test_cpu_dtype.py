@@ -30,6 +30,7 @@ CHOICES = [
     (SAPPHIRE, "float32", "float32"),
     (EPYC, "bfloat16", "bfloat16"),
 ]
+CHOICE_IDS = ["avx2", "amx", "avx512bf16", "amx-env-fp32", "avx2-env-bf16"]
 
 
 def _machine(monkeypatch, cpuinfo: str, env: str | None) -> None:
@@ -84,7 +85,7 @@ def test_the_suite_runs_in_float32():
     assert cpu.cpu_dtype() == "float32"
 
 
-@pytest.mark.parametrize(("flags", "env", "want"), CHOICES)
+@pytest.mark.parametrize(("flags", "env", "want"), CHOICES, ids=CHOICE_IDS)
 def test_hf_loads_in_the_chosen_dtype(tiny_llama, monkeypatch, caplog, flags, env, want):
     import torch
 
@@ -103,7 +104,7 @@ def test_hf_loads_in_the_chosen_dtype(tiny_llama, monkeypatch, caplog, flags, en
     assert not [r for r in caplog.records if "on cpu in" in r.getMessage()]
 
 
-@pytest.mark.parametrize(("flags", "env", "want"), CHOICES)
+@pytest.mark.parametrize(("flags", "env", "want"), CHOICES, ids=CHOICE_IDS)
 def test_vllm_cpu_default_follows_the_same_choice(fake_vllm, monkeypatch, flags, env, want):
     from chunkwise.llm import load_llm, vllm_backend
 
