@@ -28,7 +28,14 @@ wordnet:
 	  else echo "note: run 'sudo apt-get install wordnet-base wordnet-sense-index' then 'make wordnet' for METEOR"; fi; }
 	@test ! -f /usr/share/wordnet/data.noun || $(BIN)/python -m chunkwise.benchmarks.narrativeqa.wordnet install-wordnet
 
-demo: install
+# Where the CPU has native bf16 (AMX, AVX512-BF16) the demo sets vLLM up first (make vllm,
+# ~3 min): its twelve evaluation cells then take 172 s on vLLM against 1,188 s on hf on a 2-core
+# AMX Xeon (issue #51's measurement; the fresh-clone total is in docs/log.md, 2026-12-05). On
+# AVX2-only CPUs vLLM gained 1.2-1.4x over hf (docs/log.md, 2026-12-02), less than its install
+# costs here, so the demo runs on hf there (make vllm beforehand to use it anyway).
+BF16_CPU := $(shell grep -qwE 'amx_bf16|avx512_bf16' /proc/cpuinfo 2>/dev/null && echo yes)
+
+demo: install $(if $(BF16_CPU),vllm)
 	$(BIN)/chunkwise demo
 
 # vLLM on CPU in its own environment, .venv-vllm (~3 min, ~3.5 GB): torch first (the local CPU
