@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput
+from chunkwise.eval.plots import save_figure
 from chunkwise.io import read_json
 
 #: per-example stats shown, as (results.json key, column name)
@@ -164,12 +165,7 @@ def plot_compute(table: dict[str, Any], path: str | Path, title: str | None = No
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if title:
         fig.suptitle(title.replace("$", r"\$"))
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write_compute(

@@ -12,6 +12,7 @@ from typing import Any
 
 from chunkwise.errors import BadInput
 from chunkwise.eval.audit.outcomes import OUTCOMES
+from chunkwise.eval.plots import save_figure
 from chunkwise.io import read_json
 from chunkwise.tables import markdown_table
 
@@ -100,12 +101,7 @@ def plot(funnels: dict[str, Any], path: str | Path, title: str | None = None) ->
     ax.set_ylim(0, 100)
     ax.set_title((title or "Evidence audit: where each prediction went").replace("$", r"\$"))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 __all__ = ["load_funnels", "plot", "to_markdown"]

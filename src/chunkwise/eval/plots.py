@@ -55,6 +55,18 @@ def interval_bars(
     return Path(path)
 
 
+def save_figure(fig, path: str | Path) -> Path:
+    """Lay ``fig`` out, write it to ``path`` (its folder made) at the house resolution, close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _finite(v: float | None) -> bool:
     return v is not None and math.isfinite(v)
 
@@ -110,12 +122,7 @@ def interval_lines(
         ax.set_title(title.replace("$", r"\$"))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 __all__ = ["Bar", "LinePoint", "interval_bars", "interval_lines"]
