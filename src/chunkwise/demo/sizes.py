@@ -104,8 +104,8 @@ SIZES: dict[str, DemoSize] = {
         eval_window=1200,
         eval_n=20,
         reference=None,
-        expected="about 14 minutes on 2 CPU cores with vLLM (training ~6 min, then 12 cells "
-        "of 20 documents); minutes on a GPU",
+        expected="7-13 minutes on 2 CPU cores with vLLM (training 2.5-5 min, then 12 cells "
+        "of 20 documents, 4-8 min); minutes on a GPU",
         max_new_tokens=80,
         eval_parallel=20,
     ),
