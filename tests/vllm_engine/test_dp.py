@@ -1,5 +1,8 @@
 """``vllm:default?dp=2`` on CPU: two engine replicas, each a process pinned to its own cores,
-give the greedy outputs of the one session engine (``dp=1``)."""
+give the greedy outputs of the one session engine (``dp=1``).
+
+``make test`` runs this file in its own pytest process: its two replicas beside the session's
+engine and the ``vllm serve`` of the other files need more memory than a 24 GiB machine has."""
 
 from __future__ import annotations
 
