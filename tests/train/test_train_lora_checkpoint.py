@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from lora_checkpoints import next_token_logits, step_dir
 
 from chunkwise.errors import BadInput
 from chunkwise.llm.step_checkpoint import FULL_FILE, MODEL_FILES, TRAINABLE_FILE
@@ -51,10 +52,6 @@ def tiny(out: Path, *overrides: str):
 def losses(out: Path) -> dict[int, float]:
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     return {m["step"]: m["train/loss"] for m in rows}
-
-
-def step_dir(out: Path, step: int) -> Path:
-    return out / "checkpoints" / f"step-{step:08d}"
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -116,28 +113,14 @@ def test_lora_stopped_run_resumes_onto_the_same_losses(lora_run, tmp_path):
     assert resumed["losses"] == pytest.approx([ref[3], ref[4]], rel=1e-5, abs=1e-6)
 
 
-def _logits(spec: str):
-    """The model's next-token logits on a fixed prompt (what greedy decoding picks from)."""
-    import torch
-
-    from chunkwise.llm import load_llm
-
-    llm = load_llm(spec)
-    try:
-        ids = torch.tensor([llm.encode("The town of Ashford sits by the river")])
-        with torch.no_grad():
-            return llm.model(input_ids=ids).logits[0, -1].float()
-    finally:
-        llm.close()
-
-
 def test_lora_step_checkpoint_loads_as_base_plus_adapter(lora_run):
     import torch
 
     out, _ = lora_run
-    final = _logits(str(out))
-    torch.testing.assert_close(_logits(str(step_dir(out, 4))), final)  # last step == final
-    base, step2 = _logits(str(out / "base")), _logits(str(step_dir(out, 2)))
+    final = next_token_logits(str(out))
+    last = next_token_logits(str(step_dir(out, 4)))
+    torch.testing.assert_close(last, final)  # the last step's checkpoint is the final model
+    base, step2 = next_token_logits(str(out / "base")), next_token_logits(str(step_dir(out, 2)))
     assert (step2 - base).abs().max() > 1e-3  # the adapter was applied
     assert (step2 - final).abs().max() > 1e-3  # and it is step 2's, not the last
 
@@ -149,10 +132,10 @@ def test_full_step_checkpoint_loads_with_the_runs_config_and_tokenizer(tmp_path)
     run(tiny(out, *SHORT, "--train.max_steps=2"))
     folder = step_dir(out, 2)
     assert FULL_FILE in checkpoint_files(folder)
-    torch.testing.assert_close(_logits(str(folder)), _logits(str(out)))
+    torch.testing.assert_close(next_token_logits(str(folder)), next_token_logits(str(out)))
     shutil.rmtree(out / "checkpoints" / MODEL_FILES)  # a run of an older chunkwise
     with pytest.raises(BadInput, match="evaluate the run's final model"):
-        _logits(str(folder))
+        next_token_logits(str(folder))
 
 
 def test_a_rerun_with_lora_replaces_the_model_files(tmp_path):
@@ -165,4 +148,4 @@ def test_a_rerun_with_lora_replaces_the_model_files(tmp_path):
     files = out / "checkpoints" / MODEL_FILES
     assert (files / "adapter_config.json").is_file() and not (files / "config.json").exists()
     assert TRAINABLE_FILE in checkpoint_files(step_dir(out, 2))
-    _logits(str(step_dir(out, 2)))
+    next_token_logits(str(step_dir(out, 2)))

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from lora_checkpoints import next_token_logits, step_dir
 
 pytest.importorskip("deepspeed")
 
@@ -70,10 +71,6 @@ def launch(config: str, out: Path, *, lora: bool = True) -> dict:
 def losses(out: Path) -> dict[int, float]:
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     return {m["step"]: m["train/loss"] for m in rows}
-
-
-def step_dir(out: Path, step: int) -> Path:
-    return out / "checkpoints" / f"step-{step:08d}"
 
 
 def folder_bytes(folder: Path) -> int:
@@ -141,20 +138,6 @@ def test_ddp_lora_checkpoint_holds_what_trains_and_resumes(tmp_path):
     stop_after_step_2_and_resume("ddp", out, tmp_path / "stopped")
 
 
-def logits(spec: str):
-    import torch
-
-    from chunkwise.llm import load_llm
-
-    llm = load_llm(spec)
-    try:
-        ids = torch.tensor([llm.encode("The town of Ashford sits by the river")])
-        with torch.no_grad():
-            return llm.model(input_ids=ids).logits[0, -1].float()
-    finally:
-        llm.close()
-
-
 def test_zero3_full_step_checkpoint_loads_for_evaluation(tmp_path):
     """Full fine-tuning under ZeRO-3: the step checkpoint's partitioned weights, gathered by
     zero_to_fp32 onto the run's config, are the final save's."""
@@ -162,13 +145,21 @@ def test_zero3_full_step_checkpoint_loads_for_evaluation(tmp_path):
 
     out = tmp_path / "full"
     launch("zero3", out, lora=False)
-    torch.testing.assert_close(logits(str(step_dir(out, 4))), logits(str(out)))
-    assert (logits(str(step_dir(out, 2))) - logits(str(out))).abs().max() > 1e-4
+    torch.testing.assert_close(
+        next_token_logits(str(step_dir(out, 4))), next_token_logits(str(out))
+    )
+    assert (
+        next_token_logits(str(step_dir(out, 2))) - next_token_logits(str(out))
+    ).abs().max() > 1e-4
 
 
 def test_zero3_lora_step_checkpoint_loads_as_base_plus_adapter(zero3):
     import torch
 
     out, _ = zero3
-    torch.testing.assert_close(logits(str(step_dir(out, 4))), logits(str(out)))
-    assert (logits(str(step_dir(out, 2))) - logits(str(out))).abs().max() > 1e-4
+    torch.testing.assert_close(
+        next_token_logits(str(step_dir(out, 4))), next_token_logits(str(out))
+    )
+    assert (
+        next_token_logits(str(step_dir(out, 2))) - next_token_logits(str(out))
+    ).abs().max() > 1e-4

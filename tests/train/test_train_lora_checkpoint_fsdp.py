@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from lora_checkpoints import next_token_logits, step_dir
 
 pytestmark = pytest.mark.slow
 
@@ -67,10 +68,6 @@ def losses(out: Path) -> dict[int, float]:
     return {m["step"]: m["train/loss"] for m in rows}
 
 
-def step_dir(out: Path, step: int) -> Path:
-    return out / "checkpoints" / f"step-{step:08d}"
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("fsdp2") / "run"
@@ -110,24 +107,10 @@ def test_fsdp2_lora_stopped_run_resumes_onto_the_same_losses(run, tmp_path):
     assert [got[3], got[4]] == pytest.approx([ref[3], ref[4]], rel=1e-5, abs=1e-6)
 
 
-def logits(spec: str):
-    import torch
-
-    from chunkwise.llm import load_llm
-
-    llm = load_llm(spec)
-    try:
-        ids = torch.tensor([llm.encode("The town of Ashford sits by the river")])
-        with torch.no_grad():
-            return llm.model(input_ids=ids).logits[0, -1].float()
-    finally:
-        llm.close()
-
-
 def test_fsdp2_lora_step_checkpoint_loads_as_base_plus_adapter(run):
     import torch
 
     out, _ = run
-    final = logits(str(out))
-    torch.testing.assert_close(logits(str(step_dir(out, 4))), final)
-    assert (logits(str(step_dir(out, 2))) - final).abs().max() > 1e-4
+    final = next_token_logits(str(out))
+    torch.testing.assert_close(next_token_logits(str(step_dir(out, 4))), final)
+    assert (next_token_logits(str(step_dir(out, 2))) - final).abs().max() > 1e-4

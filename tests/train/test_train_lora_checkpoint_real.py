@@ -8,24 +8,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from lora_checkpoints import next_token_logits
 
 from chunkwise.io import atomic_write_json
 
 pytestmark = pytest.mark.slow
 
 
-def _logits(spec: str):
-    import torch
-
-    from chunkwise.llm import load_llm
-
-    llm = load_llm(spec)
-    try:
-        ids = torch.tensor([llm.encode("The passkey is 71432. Remember it. The passkey is")])
-        with torch.no_grad():
-            return llm.model(input_ids=ids).logits[0, -1].float()
-    finally:
-        llm.close()
+PASSKEY_PROMPT = "The passkey is 71432. Remember it. The passkey is"
 
 
 def test_embedded_model_lora_step_checkpoint_loads_as_base_plus_adapter(tmp_path):
@@ -62,6 +52,9 @@ def test_embedded_model_lora_step_checkpoint_loads_as_base_plus_adapter(tmp_path
     atomic_write_json(adapter / BASE_SPEC_FILE, {"base": base})
     del model
 
-    from_step = _logits(str(step))
-    torch.testing.assert_close(from_step, _logits(str(adapter)), rtol=1e-4, atol=1e-4)
-    assert (from_step - _logits("hf:default")).abs().max() > 1e-2  # the adapter applies
+    from_step = next_token_logits(str(step), PASSKEY_PROMPT)
+    torch.testing.assert_close(
+        from_step, next_token_logits(str(adapter), PASSKEY_PROMPT), rtol=1e-4, atol=1e-4
+    )
+    base = next_token_logits("hf:default", PASSKEY_PROMPT)
+    assert (from_step - base).abs().max() > 1e-2  # the adapter applies
