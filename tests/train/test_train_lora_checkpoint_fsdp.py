@@ -7,71 +7,25 @@ as base + adapter, the last one equal to the final save."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from lora_checkpoints import next_token_logits, step_dir
+from lora_checkpoints import launch, losses, next_token_logits, step_dir
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-ACCELERATE = Path(sys.executable).with_name("accelerate")
-RECIPE = REPO / "recipes" / "tiny" / "pyramid_align-mapreduce.yaml"
-FIXTURE = REPO / "tests" / "fixtures" / "train" / "pyramid_align.jsonl"
-ENV = {
-    "WANDB_MODE": "disabled",
-    "OMP_NUM_THREADS": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "CUDA_VISIBLE_DEVICES": "",
-}
 
-
-def launch(out: Path) -> dict:
-    cmd = [
-        str(ACCELERATE),
-        "launch",
-        "--config_file",
-        str(REPO / "configs" / "accelerate" / "fsdp2.yaml"),
-        "--num_processes",
-        "2",
-        "--main_process_port",
-        "0",
-        str(REPO / "train" / "sft.py"),
-        str(RECIPE),
-        f"--output_dir={out}",
-        f"--data.paths=[{FIXTURE}]",
-        "--data.limit=16",
-        "--wandb.mode=disabled",
-        "--train.max_steps=4",
-        "--train.save_steps=2",
-        "--train.save_total_limit=0",
-        "--model.lora.enabled=true",
-        "--model.lora.r=4",
-        "--model.lora.target_modules=[q_proj,v_proj]",
-    ]
-    proc = subprocess.run(
-        cmd, env={**os.environ, **ENV}, cwd=REPO, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    info = json.loads((out / "train_info.json").read_text())
+def launch_fsdp2(out: Path) -> dict:
+    info = launch("fsdp2", out)
     assert info["engine"] == "fsdp2" and info["world_size"] == 2, info
     return info
-
-
-def losses(out: Path) -> dict[int, float]:
-    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    return {m["step"]: m["train/loss"] for m in rows}
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("fsdp2") / "run"
-    return out, launch(out)
+    return out, launch_fsdp2(out)
 
 
 def test_fsdp2_lora_checkpoint_holds_the_trainable_weights_only(run):
@@ -101,7 +55,7 @@ def test_fsdp2_lora_stopped_run_resumes_onto_the_same_losses(run, tmp_path):
     shutil.copytree(out, stopped)
     shutil.rmtree(step_dir(stopped, 4))
     (stopped / "train_info.json").unlink()
-    info = launch(stopped)
+    info = launch_fsdp2(stopped)
     assert info["resumed_from"] == 2
     got = losses(stopped)
     assert [got[3], got[4]] == pytest.approx([ref[3], ref[4]], rel=1e-5, abs=1e-6)
