@@ -1,0 +1,78 @@
+"""bench/audit_report.py over a real `--audit --lengths` sweep (scripted passkey reader, a
+window shorter than the longer documents): funnels per length that add up to n, the truncation
+the audit names growing with length, the effective lengths, the chart, and a refused funnel."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chunkwise.eval.config import EvalConfig
+from chunkwise.eval.lengths import run_lengths
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("audit-sweep") / "std"
+    cfg = EvalConfig(
+        model="scripted:passkey",
+        benchmark="infinitebench",
+        tasks=["passkey"],
+        data="synthetic:600",
+        lengths=["512,2K"],
+        limit=8,
+        context_window=700,  # 2K documents are cut: the needle is often outside the prompt
+        audit=True,
+        effective_threshold=50,
+        output=str(out),
+    )
+    run_lengths(cfg, progress=False)
+    return out
+
+
+def test_report_holds_each_lengths_funnel_score_and_compute(sweep, tmp_path, capsys):
+    from bench_loader import load_bench
+
+    bench = load_bench("audit_report")
+    out = bench.main(["--arm", f"std={sweep}", "--json", str(tmp_path / "r.json"),
+                      "--png", str(tmp_path / "r.png")])  # fmt: skip
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == out
+    assert json.loads((tmp_path / "r.json").read_text()) == out
+    assert (tmp_path / "r.png").stat().st_size > 1000
+    (arm,) = out["arms"]
+    short, long = arm["points"]["passkey"]
+    assert (short["length"], long["length"]) == (512, 2048)
+    for p in (short, long):
+        assert sum(p["funnel"].values()) == p["n"] == 8
+        run = json.loads((sweep / f"len-{p['length']}" / "results.json").read_text())
+        assert p["funnel"] == run["audit"]["passkey"]["funnel"]
+        assert p["score"] == run["results"]["passkey"]["score"]
+        assert p["prefill_tokens_per_example"] > 0
+    # the window holds every 512-token document and cuts the 2K ones
+    assert short["funnel"].get("evidence_truncated", 0) == 0
+    assert long["funnel"]["evidence_truncated"] > 0
+    assert long["funnel"]["evidence_truncated"] + long["funnel"].get("correct", 0) <= 8
+    text = bench.table(out)
+    assert "| evidence_truncated |" in text and "| outcome | 512 | 2K |" in text
+    assert (
+        f"| std | passkey | {bench._effective(arm['effective_length']['passkey']['ruler'])}" in text
+    )
+
+
+def test_a_funnel_that_does_not_add_up_is_refused(sweep, tmp_path):
+    from bench_loader import load_bench
+
+    bench = load_bench("audit_report")
+    broken = tmp_path / "broken"
+    (broken / "len-512").mkdir(parents=True)
+    lengths = json.loads((sweep / "lengths.json").read_text())
+    lengths["lengths"], lengths["runs"] = [512], {"512": str(broken / "len-512")}
+    (broken / "lengths.json").write_text(json.dumps(lengths))
+    results = json.loads((sweep / "len-512" / "results.json").read_text())
+    results["audit"]["passkey"]["funnel"]["correct"] += 1
+    (broken / "len-512" / "results.json").write_text(json.dumps(results))
+    with pytest.raises(SystemExit, match="does not add up"):
+        bench.main(["--arm", f"x={broken}"])
+    with pytest.raises(SystemExit, match="no lengths.json"):
+        bench.main(["--arm", f"y={tmp_path / 'nothing'}"])
