@@ -80,6 +80,9 @@ CASES = {
     "filtered_misquoted": lambda: audit(
         "mapreduce", mr_trace(map_event(1, HOLDER, KEY, dropped="misquoted")), None, "", 0.0
     ),
+    "filtered_question_echo": lambda: audit(
+        "mapreduce", mr_trace(map_event(1, HOLDER, KEY, dropped="question_echo")), None, "", 0.0
+    ),
     "lost_in_collapse": lambda: audit(
         "mapreduce",
         mr_trace(

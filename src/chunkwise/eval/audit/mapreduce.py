@@ -3,8 +3,8 @@ record dropped (and why); did it survive each collapse round; did the reduce inp
 did the final answer use it.
 
 Read from the trace alone: map events carry the chunk's character ``span`` and, when their
-record was dropped, ``dropped`` (``ungrounded``, ``misquoted``, ``confidence_floor``,
-``unscored``); a record saying NO INFORMATION is dropped as ``no_information``; collapse
+record was dropped, ``dropped`` (``ungrounded``, ``misquoted``, ``question_echo``,
+``confidence_floor``, ``unscored``); a record saying NO INFORMATION is dropped as ``no_information``; collapse
 events carry their round; the reduce input is the last round's records (no collapse: the map
 records kept).
 """

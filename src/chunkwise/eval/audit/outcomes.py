@@ -22,7 +22,14 @@ from collections.abc import Iterable
 from typing import Any
 
 #: the reasons a MapReduce record is dropped before reduce, each its own ``filtered_<reason>``
-FILTER_REASONS = ("no_information", "confidence_floor", "unscored", "ungrounded", "misquoted")
+FILTER_REASONS = (
+    "no_information",
+    "confidence_floor",
+    "unscored",
+    "ungrounded",
+    "misquoted",
+    "question_echo",
+)
 
 #: every outcome, in the order of a prediction's path (funnels list them in this order)
 OUTCOMES: tuple[str, ...] = (

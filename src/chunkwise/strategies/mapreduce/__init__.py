@@ -20,6 +20,7 @@ One module per job:
     replies.py       a map or collapse reply read as a record, with its confidence
     confidence.py    the confidence source, the follow-up ask, the floor
     map_stage.py     the map wave and the grounding checks on its findings
+    echo.py          the check that a finding does not answer with the question's own quote
     collapse.py      grouping and merging records until they fit the reduce call
     reduce.py        the final call and its answer
     intermediate.py  the trace as Pyramid-Align's intermediate output M

@@ -1,6 +1,7 @@
 """MapReduce's map stage: one wave of calls over every chunk, each reply read as a record, then
-the grounding checks that drop findings not taken from their chunk or repair slipped values
-(:mod:`chunkwise.strategies.grounding`)."""
+the checks that drop findings not taken from their chunk or repair slipped values
+(:mod:`chunkwise.strategies.grounding`) and those that echo the question
+(:mod:`chunkwise.strategies.mapreduce.echo`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from chunkwise.llm import LLM
 from chunkwise.strategies.base import Query, Stats, TraceEvent
 from chunkwise.strategies.grounding import is_grounded, misquotes, snap_answer
 from chunkwise.strategies.mapreduce.confidence import actual_source, ask_confidences
+from chunkwise.strategies.mapreduce.echo import echoed_span
 from chunkwise.strategies.mapreduce.prompts import Prompts, as_request, map_prompt
 from chunkwise.strategies.mapreduce.replies import no_info_stop, parse_reply, record_event
 from chunkwise.strategies.protocol import Record
@@ -32,14 +34,17 @@ def run_map(
     snapped = snap(mr, p, chunks, records)
     ungrounded_ = ungrounded(mr, p, chunks, records)
     misquoted_ = misquoted(mr, query, chunks, records)
-    dropped = ungrounded_ | misquoted_
+    echoes = question_echoes(mr, query, chunks, records)
+    dropped = ungrounded_ | misquoted_ | echoes
+    # the most specific reason first: an echo from a chunk without it is ungrounded too
+    reasons = (("question_echo", echoes), ("ungrounded", ungrounded_), ("misquoted", misquoted_))
     for i, (c, rec, out) in enumerate(zip(chunks, records, outs, strict=True)):
         event = record_event("map", [c.index], rec, out)
         # for the evidence audit: which characters the call read, and why its finding was
         # dropped (the confidence floor marks its own in strategy.run)
         event.output["span"] = [c.start_char, c.end_char]
         if i in dropped:
-            event.output["dropped"] = "ungrounded" if i in ungrounded_ else "misquoted"
+            event.output["dropped"] = next(why for why, where in reasons if i in where)
         trace.append(event)
     kept = [r for i, r in enumerate(records) if not r.no_information and i not in dropped]
     unscored = sum(r.confidence is None for r in kept)
@@ -52,6 +57,8 @@ def run_map(
         ungrounded_parts=sorted(chunks[i].index for i in ungrounded_),
         map_misquoted=len(misquoted_),
         misquoted_parts=sorted(chunks[i].index for i in misquoted_),
+        map_question_echo=len(echoes),
+        question_echo_parts=sorted(chunks[i].index for i in echoes),
         map_snapped=len(snapped),
         snapped_parts=sorted(chunks[i].index for i in snapped),
         confidence_requested=source,
@@ -107,4 +114,18 @@ def misquoted(mr: MapReduce, query: Query, chunks: list[Any], records: list[Reco
     }
 
 
-__all__ = ["misquoted", "run_map", "snap", "snaps", "ungrounded"]
+def question_echoes(
+    mr: MapReduce, query: Query, chunks: list[Any], records: list[Record]
+) -> set[int]:
+    """With ``echo_check`` on, map findings whose answer echoes a span the question quotes
+    from a chunk that holds neither (:func:`.echo.echoed_span`)."""
+    if not mr.echo_check:
+        return set()
+    return {
+        i
+        for i, (c, r) in enumerate(zip(chunks, records, strict=True))
+        if not r.no_information and echoed_span(query.question, r.answer, c.text) is not None
+    }
+
+
+__all__ = ["misquoted", "question_echoes", "run_map", "snap", "snaps", "ungrounded"]

@@ -93,6 +93,13 @@ class MapReduce(Strategy):
                         :func:`.grounding.misquotes`); counted as ``map_misquoted`` (chunk
                         indices in ``misquoted_parts``). Off by default; hf:default-mr decodes
                         with it on
+    echo_check          drop map findings whose answer is (nearly), lies inside, or is mostly
+                        a span of ten or more characters that the question quotes (a kv
+                        question's key) when their chunk holds neither that span nor the
+                        answer: the model copied the question instead of reading the chunk
+                        (:mod:`.echo`); counted as ``map_question_echo`` (chunk indices in
+                        ``question_echo_parts``), named ``question_echo`` on the map event.
+                        On by default (it costs no call); ``echo_check=false`` turns it off
     max_new_tokens      cap on every stage's new tokens (0: the prompt set's own
                         ``map/collapse/reduce_max_new_tokens``); a cap also frees window room
                         for chunks and groups
@@ -119,6 +126,7 @@ class MapReduce(Strategy):
         grounding: bool = False,
         snap_quotes: bool = False,
         anchor_quotes: bool = False,
+        echo_check: bool = True,
         max_new_tokens: int = 0,
     ):
         super().__init__(window)
@@ -156,6 +164,7 @@ class MapReduce(Strategy):
         self.grounding = grounding
         self.snap_quotes = snap_quotes
         self.anchor_quotes = anchor_quotes
+        self.echo_check = echo_check
 
     # -- prompts, public so that training renders exactly what decoding sends --------------
     def _prompts(self, llm: LLM, family: str) -> Prompts:
