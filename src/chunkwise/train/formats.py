@@ -78,6 +78,15 @@ def keep_map_example(ex: TextExample, keep: float) -> bool:
     return h < keep
 
 
+def no_information_keep(data: Any, rec: dict[str, Any]) -> float:
+    """The share of ``rec``'s NO-INFORMATION map examples kept: its family's
+    (``data.no_information_keep_by_family``, by the record's ``meta.family``), else
+    ``data.no_information_keep``."""
+    meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+    by_family = data.no_information_keep_by_family or {}
+    return float(by_family.get(str(meta.get("family", "")), data.no_information_keep))
+
+
 def build_examples(
     data: Any, tokenizer: Any, kind: str, files: Sequence[Path], counter: Any = None
 ) -> tuple[list[Example], FormatStats]:
@@ -119,11 +128,12 @@ def build_examples(
                 stats=stats,
             )
         only_reduce = str(where.path.resolve()) in reduce_only
+        keep = no_information_keep(data, rec)
         for ex in texts:
             if only_reduce and ex.stage != "reduce":
                 stats.reduce_only_dropped += 1
                 continue
-            if not keep_map_example(ex, data.no_information_keep):
+            if not keep_map_example(ex, keep):
                 stats.skipped["no_information_subsampled"] += 1
                 continue
             ids, labels = enc.encode(ex)
@@ -202,6 +212,7 @@ __all__ = [
     "expand_pyramid",
     "files_sha256",
     "fit_length",
+    "no_information_keep",
     "read_records",
     "record_query",
     "reduce_target",

@@ -128,6 +128,11 @@ class DataConfig:
     #: the same examples every run, chosen by a hash of their id). Most chunks of a long document
     #: hold nothing, so without this the map examples teach mostly "nothing here"
     no_information_keep: float = 1.0
+    #: mapreduce mode: per family (a record's ``meta.family``), a share that replaces
+    #: no_information_keep for that family's NO-INFORMATION map examples, e.g. ``{kv_retrieval:
+    #: 0.5}``: a kv part without the asked key is the negative that teaches the map not to answer
+    #: the question's own key (issue #49), whatever the question's wording
+    no_information_keep_by_family: dict[str, float] = field(default_factory=dict)
     #: mapreduce mode: more Pyramid-Align files (as in ``paths``) of which only the reduce is
     #: taught: their map and collapse outputs are the reduce's input, not targets. A document
     #: yields one map example per chunk but one reduce, so this is how the step that combines
@@ -139,6 +144,9 @@ class DataConfig:
         _at_least("window", self.window, 64)
         keep = self.no_information_keep
         _within("no_information_keep", keep, 0 < keep <= 1, "(0, 1]")
+        for fam, share in self.no_information_keep_by_family.items():
+            ok = isinstance(share, (int, float)) and 0 < share <= 1
+            _within(f"no_information_keep_by_family.{fam}", share, ok, "(0, 1]")
 
 
 @dataclass
