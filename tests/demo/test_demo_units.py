@@ -365,3 +365,15 @@ def test_recipes_and_training_entry_come_from_the_installed_package(tmp_path):
     import importlib.util
 
     assert importlib.util.find_spec("chunkwise.train.__main__") is not None
+
+
+def test_rerun_commands_name_the_engine_the_evaluation_ran_on(tmp_path):
+    from chunkwise.demo.summary import rerun_commands
+
+    demo = Demo(tmp_path / "d", get_size("smoke"))
+    demo.load_state()
+    ckpt = str(tmp_path / "d" / "train" / "mapreduce")
+    assert f"chunkwise eval --model {ckpt} " in rerun_commands(demo)[-1]  # hf: no record yet
+    demo.state.setdefault("stages", {})["evaluation"] = {"summary": {"engine": "vllm"}}
+    last = rerun_commands(demo)[-1]
+    assert last.startswith(f".venv-vllm/bin/chunkwise eval --model vllm:{ckpt} ")

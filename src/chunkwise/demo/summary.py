@@ -4,22 +4,32 @@ from __future__ import annotations
 
 import shlex
 
+from chunkwise.demo.engines import engine_spec
 from chunkwise.demo.pipeline import DECODING, TRAIN_MODES, Demo
 from chunkwise.demo.training import fmt3, rerun_training
 
 
+def eval_engine_of(demo: Demo) -> str:
+    """The engine the evaluation stage ran on (hf or vllm), as its summary recorded it."""
+    stage = demo.state.get("stages", {}).get("evaluation", {})
+    return (stage.get("summary") or {}).get("engine", "hf")
+
+
 def rerun_commands(demo: Demo) -> list[str]:
-    """Each stage as the standalone command it corresponds to."""
+    """Each stage as the standalone command it corresponds to (the evaluation on the engine the
+    demo used: vLLM's from its own environment)."""
     s, out, q = demo.size, demo.out, shlex.quote
     mr = ",".join(f"{k}={v}" for k, v in demo.mapreduce_args().items())
-    ckpt = out / "train" / "mapreduce"
+    engine = eval_engine_of(demo)
+    ckpt = q(engine_spec(str(out / "train" / "mapreduce"), engine))
+    cli = ".venv-vllm/bin/chunkwise" if engine == "vllm" else "chunkwise"
     return [
         f"chunkwise synth --teacher oracle --model hf:default-mr --families "
         f"{','.join(s.train_families)} --lengths {','.join(map(str, s.train_lengths))} "
         f"--n {s.train_docs} --seed {demo.seed} --window {s.eval_window} --strategy-args {mr} "
         f"--out {q(str(out / 'synth'))}",
         *(rerun_training(demo.recipe_path(m)) for m in TRAIN_MODES),
-        f"chunkwise eval --model {q(str(ckpt))} --strategy mapreduce --strategy-args {mr} "
+        f"{cli} eval --model {ckpt} --strategy mapreduce --strategy-args {mr} "
         f"--benchmark generated --tasks {','.join(s.eval_tasks)} --data heldout:{s.eval_length} "
         f"--limit {s.eval_n} --context-window {s.eval_window} "
         f"--output {q(str(out / 'eval' / 'sft-mapreduce' / 'mapreduce'))}",
@@ -43,7 +53,9 @@ def final_text(demo: Demo) -> str:
     lines = [
         "",
         rep["caption"],
-        "base = " + demo.model + " (its base-model scaffolds); sft-* = LoRA-trained here in that "
+        "base = "
+        + engine_spec(demo.model, eval_engine_of(demo))
+        + " (its base-model scaffolds); sft-* = LoRA-trained here in that "
         "mode, read with the chat protocol; reference = the packaged adapter, same decoding.",
         "",
         rep["table"],
