@@ -7,6 +7,15 @@ about: ``families.span_split``), plus two ablations on the
 conflicting-evidence family: the calibration block off (calibration=false) and the confidence
 score itself off (confidence=off: not asked, shown or used).
 
+Documents are worded with the training templates (``--templates train``, the seen cells
+``family@length``); ``--templates train,heldout`` adds the held-out-template cells
+(``family@length:heldout-templates``: the same documents worded only with templates no
+training record uses, data/families/wordings.yaml), and ``original`` the wording before #49
+(what adapters trained before it saw). On conflicting evidence each mapreduce arm also reports
+the map's confidence by source: the mean confidence of the findings naming the plain
+statement's answer and of those naming the weak source's, and the share of documents where the
+plain one scores higher (:func:`source_summary`).
+
     flock /tmp/chunkwise-cpu.lock .venv/bin/python bench/mr_trained.py --n 50 \\
         --lengths 4000,8000,16000,32000,64000 --out runs/bench/mr_trained
 
@@ -33,6 +42,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -42,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from chunkwise.data.families import HELDOUT_FAMILY, HELDOUT_SEED, get_family
+from chunkwise.data.families.wordings import SELECTIONS
 from chunkwise.eval.plots import interval_bars
 from chunkwise.experiments.ledger import Ledger, ledger_key
 from chunkwise.llm import load_llm
@@ -62,6 +73,90 @@ DIFFERENCES = (
     ("conflicting_cal_minus_nocal", "mr/mapreduce", "mr/mapreduce-nocal", ("conflicting",)),
     ("conflicting_score_minus_noscore", "mr/mapreduce", "mr/mapreduce-noconf", ("conflicting",)),
 )
+
+
+def cell_name(family: str, length: int, templates: str = "train") -> str:
+    """``family@length``, and ``:<templates>-templates`` after it for other than the training
+    templates."""
+    return f"{family}@{length}" + ("" if templates == "train" else f":{templates}-templates")
+
+
+def parse_cell(cell: str) -> tuple[str, int, str]:
+    """(family, length, templates) of a :func:`cell_name`."""
+    name, _, templates = cell.partition(":")
+    family, length = name.split("@")
+    return family, int(length), templates.removesuffix("-templates") or "train"
+
+
+def family_label(family: str, templates: str) -> str:
+    return family if templates == "train" else f"{family}:{templates}-templates"
+
+
+def parse_templates(text: str) -> list[str]:
+    picked = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in picked if t not in SELECTIONS]
+    if not picked or bad:
+        raise SystemExit(f"mr_trained: --templates {text!r}: expected a comma-separated list of "
+                         f"{', '.join(SELECTIONS)}")  # fmt: skip
+    return list(dict.fromkeys(picked))
+
+
+def _names(answer: str, code: str) -> bool:
+    return re.search(rf"(?<!\d){re.escape(code)}(?!\d)", answer) is not None
+
+
+def source_confidences(doc: Any, trace: list[Any]) -> dict[str, float | None] | None:
+    """For a conflicting document: the highest confidence the map gave a finding whose answer
+    names the plain statement's value (``plain``) and one naming the weak source's (``weak``);
+    None for a kind no finding named. A finding naming both counts for neither. None when no
+    map call gave a confidence (standard decoding, confidence=off)."""
+    codes = {("plain" if ev.kind == "direct" else "weak"): ev.answer for ev in doc.evidence}
+    best: dict[str, float | None] = {"plain": None, "weak": None}
+    scored = False
+    for event in trace:
+        e = event if isinstance(event, dict) else event.to_dict()
+        out = e["output"]
+        if e["stage"] != "map" or out.get("confidence") is None:
+            continue
+        scored = True
+        if out.get("no_information"):
+            continue
+        named = [k for k, code in codes.items() if _names(str(out.get("answer") or ""), code)]
+        if len(named) == 1:
+            k, c = named[0], float(out["confidence"])
+            best[k] = c if best[k] is None else max(best[k], c)  # type: ignore[type-var]
+    return best if scored else None
+
+
+def source_summary(per_doc: list[dict[str, float | None] | None]) -> dict[str, Any] | None:
+    """Confidence by source over documents (:func:`source_confidences` of each): the mean
+    confidence of each kind with its n; ``right_higher``, the share of documents with both
+    findings where the plain one scores higher (n, 95% bootstrap); ``right_higher_all``, the
+    same over every scored document, a missing finding counting as confidence 0."""
+    docs = [d for d in per_doc if d is not None]
+    if not docs:
+        return None
+    plain = [d["plain"] for d in docs if d["plain"] is not None]
+    weak = [d["weak"] for d in docs if d["weak"] is not None]
+    both = [float(d["plain"] > d["weak"]) for d in docs  # type: ignore[operator]
+            if d["plain"] is not None and d["weak"] is not None]  # fmt: skip
+    every = [float((d["plain"] or 0.0) > (d["weak"] or 0.0)) for d in docs]
+
+    def mean(xs: list[float]) -> float | None:
+        return round(float(np.mean(xs)), 3) if xs else None
+
+    return {
+        "n": len(docs),
+        "plain_mean": mean(plain),
+        "plain_n": len(plain),
+        "weak_mean": mean(weak),
+        "weak_n": len(weak),
+        "right_higher": summarize(both)["accuracy"] if both else None,
+        "right_higher_n": len(both),
+        "right_higher_ci95": summarize(both)["ci95"] if both else None,
+        "right_higher_all": summarize(every)["accuracy"],
+        "right_higher_all_ci95": summarize(every)["ci95"],
+    }
 
 
 def _points(interval: tuple[float, float]) -> list[float]:
@@ -117,19 +212,19 @@ def arms(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def answer_each(
     strategy: Any, docs: list[Any], llm: Any, parallel: int, which: list[int]
-) -> Iterator[tuple[int, str]]:
-    """(index, answer text) for ``docs[i]``, i in ``which``, as each finishes; with ``parallel``
+) -> Iterator[tuple[int, Any]]:
+    """(index, :class:`Answer`) for ``docs[i]``, i in ``which``, as each finishes; with ``parallel``
     > 1 that many documents are answered at once, their model calls merged into one batch
     (CoalescingLLM): what makes vLLM fast. An error in any document stops the cell (the
     documents finished before it are kept)."""
     if parallel <= 1 or len(which) < 2:
         for i in which:
-            yield i, strategy.answer(docs[i].context, docs[i].query(), llm).text
+            yield i, strategy.answer(docs[i].context, docs[i].query(), llm)
         return
     from chunkwise.llm.coalescing import CoalescingLLM, run_each
 
     shared = CoalescingLLM(llm)
-    work = lambda i: strategy.answer(docs[i].context, docs[i].query(), shared).text  # noqa: E731
+    work = lambda i: strategy.answer(docs[i].context, docs[i].query(), shared)  # noqa: E731
     for i, res in run_each(which, work, shared, parallel):
         if isinstance(res, BaseException):
             raise res
@@ -138,21 +233,22 @@ def answer_each(
 
 def answers(strategy: Any, docs: list[Any], llm: Any, parallel: int) -> list[tuple[Any, str]]:
     """(document, answer text) for every document, in document order."""
-    texts = dict(answer_each(strategy, docs, llm, parallel, list(range(len(docs)))))
-    return [(d, texts[i]) for i, d in enumerate(docs)]
+    done = dict(answer_each(strategy, docs, llm, parallel, list(range(len(docs)))))
+    return [(d, done[i].text) for i, d in enumerate(docs)]
 
 
 _identity = functools.cache(model_identity)  # hashes the adapter's bytes: once a run
 
 
 @functools.cache
-def documents_fingerprint(family: str, length: int, seed: int) -> str:
+def documents_fingerprint(family: str, length: int, seed: int, templates: str = "train") -> str:
     """A digest of the family's first held-out documents, made with a fixed stand-in token
-    counter: it changes when the generator does, so cells answered on older documents are not
-    reused (the real documents need the model's tokenizer; the generator is what changes)."""
+    counter: it changes when the generator (or its wording) does, so cells answered on older
+    documents are not reused (the real documents need the model's tokenizer; the generator is
+    what changes)."""
     docs = get_family(family).make(
         n=3, seed=HELDOUT_SEED + seed + length, length_tokens=length,
-        count_tokens=lambda text: len(text) // 4,
+        count_tokens=lambda text: len(text) // 4, templates=templates,
     )  # fmt: skip
     h = hashlib.sha256()
     for d in docs:
@@ -163,10 +259,10 @@ def documents_fingerprint(family: str, length: int, seed: int) -> str:
 def _ledger_key(arm: dict[str, Any], cell: str, args: argparse.Namespace) -> str:
     """What makes a finished cell reusable: the arm, its model (a packaged adapter by its
     content hash), options, n, seed and the documents (by their generator's fingerprint)."""
-    fam, length = cell.split("@")
+    fam, length, templates = parse_cell(cell)
     return ledger_key(
         arm["name"], _identity(arm["model"]), arm["strategy"], arm["opts"], arm["window"],
-        cell, args.n, args.seed, documents_fingerprint(fam, int(length), args.seed),
+        cell, args.n, args.seed, documents_fingerprint(fam, length, args.seed, templates),
     )  # fmt: skip
 
 
@@ -193,10 +289,12 @@ def _cell_seconds(rows: list[dict[str, Any]]) -> float:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     lengths = [int(x) for x in args.lengths.split(",")]
+    selections = parse_templates(getattr(args, "templates", "train"))
     out: dict[str, Any] = {
         "n_per_cell": args.n,
         "lengths": lengths,
         "families": families,
+        "templates": selections,
         "heldout_family": HELDOUT_FAMILY,
         "seed": HELDOUT_SEED + args.seed,
         "arms": {},
@@ -223,30 +321,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     run_id = f"{time.time():.0f}-{os.getpid()}"
     code = None if args.report_only else code_version()
 
-    def todo(a: dict[str, Any]) -> list[tuple[str, int]]:
+    def todo(a: dict[str, Any]) -> list[tuple[str, int, str]]:
         return [
-            (fam, length)
+            (fam, length, tpl)
+            for tpl in selections
             for fam in families
             if "only" not in a or fam in a["only"]
             for length in lengths
-            if _ledger_key(a, f"{fam}@{length}", args) not in done
+            if _ledger_key(a, cell_name(fam, length, tpl), args) not in done
         ]
 
     llms: dict[str, Any] = {}
     for a in arm_list:
         if todo(a) and a["model"] not in llms:
             llms[a["model"]] = load_llm(a["model"])
-    docs: dict[tuple[str, int], list[Any]] = {}
+    docs: dict[tuple[str, int, str], list[Any]] = {}
 
-    def documents(fam: str, length: int, counter: Any) -> list[Any]:
-        if (fam, length) not in docs:  # held-out seeds only: training uses families.TRAIN_SEED
-            docs[fam, length] = get_family(fam).make(
+    def documents(fam: str, length: int, tpl: str, counter: Any) -> list[Any]:
+        if (fam, length, tpl) not in docs:  # held-out seeds only: training uses TRAIN_SEED
+            docs[fam, length, tpl] = get_family(fam).make(
                 n=args.n,
                 seed=HELDOUT_SEED + args.seed + length,
                 length_tokens=length,
                 count_tokens=counter.count_tokens,
+                templates=tpl,
             )
-        return docs[fam, length]
+        return docs[fam, length, tpl]
 
     for a in arm_list:
         cells_todo = todo(a)
@@ -254,28 +354,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             continue
         llm = llms[a["model"]]
         strategy = get_strategy(a["strategy"], window=a["window"], **a["opts"])
-        for fam, length in cells_todo:
+        for fam, length, tpl in cells_todo:
             family = get_family(fam)
-            cell = f"{fam}@{length}"
+            cell = cell_name(fam, length, tpl)
             key = _ledger_key(a, cell, args)
-            ds = documents(fam, length, llm)
+            ds = documents(fam, length, tpl, llm)
             rows = {i: r for i in range(len(ds)) if (r := done.get(_doc_key(key, i)))}
             left = [i for i in range(len(ds)) if i not in rows]
             if rows:
                 print(f"mr_trained: {a['name']} {cell}: {len(rows)} documents already answered, "
                       f"{len(left)} left", file=sys.stderr)  # fmt: skip
             t0 = time.perf_counter()
-            for i, text in answer_each(strategy, ds, llm, args.parallel, left):
-                rows[i] = done.put(  # a crash loses only the documents in flight
-                    _doc_key(key, i),
-                    {
-                        "doc": i,
-                        "score": family.score(ds[i], text),
-                        "prediction": text[:200],
-                        "run": run_id,
-                        "run_seconds": round(time.perf_counter() - t0, 1),
-                    },
-                )
+            for i, ans in answer_each(strategy, ds, llm, args.parallel, left):
+                row = {
+                    "doc": i,
+                    "score": family.score(ds[i], ans.text),
+                    "prediction": ans.text[:200],
+                    "run": run_id,
+                    "run_seconds": round(time.perf_counter() - t0, 1),
+                }
+                if fam == "conflicting":
+                    row["sources"] = source_confidences(ds[i], ans.trace)
+                rows[i] = done.put(_doc_key(key, i), row)  # a crash loses only those in flight
             ordered = [rows[i] for i in range(len(ds))]
             scores = [r["score"] for r in ordered]
             done.put(
@@ -285,6 +385,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "cell": cell,
                     "scores": scores,
                     "predictions": [r["prediction"] for r in ordered],
+                    "sources": [r.get("sources") for r in ordered],
                     "seconds": _cell_seconds(ordered),
                     "code": code,
                 },
@@ -296,10 +397,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     for a in every_arm:  # the summary covers every arm with finished cells in the ledger
         cells: dict[str, Any] = {}
-        for fam in families:
-            for length in lengths:
-                row = done.get(_ledger_key(a, f"{fam}@{length}", args))
-                if row is not None:
+        for tpl in selections:
+            for fam in families:
+                for length in lengths:
+                    row = done.get(_ledger_key(a, cell_name(fam, length, tpl), args))
+                    if row is None:
+                        continue
                     cells[row["cell"]] = {
                         **summarize(row["scores"]),
                         "scores": row["scores"],
@@ -307,19 +410,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "code": row.get("code"),
                         "predictions": row["predictions"] if args.keep_predictions else None,
                     }
+                    if source_summary(row.get("sources") or []):
+                        cells[row["cell"]]["source_confidence"] = source_summary(row["sources"])
+                        cells[row["cell"]]["sources"] = row["sources"]
         if not cells:
             continue
-        per_family = {}
-        for fam in families:
-            s = [x for L in lengths for x in cells.get(f"{fam}@{L}", {}).get("scores", [])]
-            if s:
-                per_family[fam] = summarize(s)
+        per_family, by_source = {}, {}
+        for tpl in selections:
+            for fam in families:
+                got = [cells.get(cell_name(fam, L, tpl)) for L in lengths]
+                s = [x for c in got if c for x in c["scores"]]
+                if s:
+                    per_family[family_label(fam, tpl)] = summarize(s)
+                found = source_summary([x for c in got if c for x in c.get("sources", [])])
+                if found:
+                    by_source[family_label(fam, tpl)] = found
         out["arms"][a["name"]] = {
             "model": a["model"],
             "strategy": a["strategy"],
             "options": a["opts"],
             "cells": cells,
             "families": per_family,
+            "source_confidence": by_source,
         }
         out["seconds"][a["name"]] = round(sum(c["seconds"] for c in cells.values()), 1)
     out["code"] = code_versions(out)
@@ -338,17 +450,19 @@ def code_versions(out: dict[str, Any]) -> dict[str, int]:
 
 
 def paired_difference(
-    out: dict[str, Any], a: str, b: str, fams: tuple[str, ...]
+    out: dict[str, Any], a: str, b: str, fams: tuple[str, ...], templates: str = "train"
 ) -> dict[str, Any] | None:
-    """Arm ``a`` minus arm ``b`` on the documents both answered (the cells of ``fams`` both
-    have, document by document): points, n and a 95% paired bootstrap interval; None when
-    they share no cell. Both arms of one bench read the same documents of a cell."""
+    """Arm ``a`` minus arm ``b`` on the documents both answered (the cells of ``fams`` worded
+    with ``templates`` both have, document by document): points, n and a 95% paired bootstrap
+    interval; None when they share no cell. Both arms of one bench read the same documents of
+    a cell."""
     ca = out["arms"].get(a, {}).get("cells") or {}
     cb = out["arms"].get(b, {}).get("cells") or {}
     sa: list[float] = []
     sb: list[float] = []
     for cell in sorted(set(ca) & set(cb)):
-        if cell.split("@")[0] not in fams:
+        fam, _, tpl = parse_cell(cell)
+        if fam not in fams or tpl != templates:
             continue
         xa, xb = ca[cell]["scores"], cb[cell]["scores"]
         if len(xa) != len(xb):
@@ -364,10 +478,12 @@ def paired_difference(
 def differences(out: dict[str, Any]) -> dict[str, Any]:
     """Each of :data:`DIFFERENCES` the finished cells allow, as measured."""
     found = {}
-    for name, a, b, fams in DIFFERENCES:
-        d = paired_difference(out, a, b, fams)
-        if d is not None:
-            found[name] = {"a": a, "b": b, "families": list(fams), **d}
+    for tpl in out.get("templates", ["train"]):
+        for name, a, b, fams in DIFFERENCES:
+            d = paired_difference(out, a, b, fams, tpl)
+            if d is not None:
+                label = name if tpl == "train" else f"{name}:{tpl}-templates"
+                found[label] = {"a": a, "b": b, "families": list(fams), "templates": tpl, **d}
     return found
 
 
@@ -379,11 +495,13 @@ def cells_table(out: dict[str, Any]) -> str:
     """One row per (family, length) cell that any arm answered, one column per arm."""
     arms = out["arms"].values()
     rows = []
-    for fam in out["families"]:
-        for length in out["lengths"]:
-            row = [_cell_text(a["cells"].get(f"{fam}@{length}")) for a in arms]
-            if any(row):
-                rows.append([f"{fam}@{length}", *row])
+    for tpl in out.get("templates", ["train"]):
+        for fam in out["families"]:
+            for length in out["lengths"]:
+                cell = cell_name(fam, length, tpl)
+                row = [_cell_text(a["cells"].get(cell)) for a in arms]
+                if any(row):
+                    rows.append([cell, *row])
     head = ["family @ length", *out["arms"]]
     return f"{markdown_table(rows, head)}\n\nn = {out['n_per_cell']} per cell; [95% bootstrap]"
 
@@ -391,7 +509,7 @@ def cells_table(out: dict[str, Any]) -> str:
 def table(out: dict[str, Any]) -> str:
     names = list(out["arms"])
     arms = out["arms"].values()
-    rows = [[fam, *(_cell_text(a["families"].get(fam)) for a in arms)] for fam in out["families"]]
+    rows = [[label, *(_cell_text(a["families"].get(label)) for a in arms)] for label in labels(out)]
     n = out["n_per_cell"] * len(out["lengths"])
     lines = [markdown_table(rows, ["family", *names])]
     lines.append(f"\nn = {n} per family and arm ({out['n_per_cell']} per length); [95% bootstrap]")
@@ -409,6 +527,8 @@ def table(out: dict[str, Any]) -> str:
         ]
         head = ["difference", "arms", "n", "points [95% paired bootstrap]"]
         lines += ["", markdown_table(rows, head, align="llrr")]
+    if any(a.get("source_confidence") for a in arms):
+        lines += ["", sources_table(out)]
     if len(out.get("code", {})) > 1:  # cells answered by different code: check none is stale
         versions = ", ".join(f"{v} ({k} cells)" for v, k in out["code"].items())
         lines.append(f"\nWarning: these cells were answered by {len(out['code'])} commits: "
@@ -416,8 +536,36 @@ def table(out: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def labels(out: dict[str, Any]) -> list[str]:
+    """The table's family rows: each family, per template selection the run used."""
+    return [family_label(f, t) for t in out.get("templates", ["train"]) for f in out["families"]]
+
+
+def sources_table(out: dict[str, Any]) -> str:
+    """Conflicting evidence, confidence by source: per arm and family row, the map's mean
+    confidence of plain and weak findings and how often the plain one scored higher."""
+    rows = []
+    for name, arm in out["arms"].items():
+        for label, s in (arm.get("source_confidence") or {}).items():
+            both = ""
+            if s["right_higher"] is not None:
+                both = f"{estimate(s['right_higher'], *s['right_higher_ci95'])} "
+                both += f"({s['right_higher_n']})"
+            rows.append([
+                name, label, s["n"], f"{s['plain_mean']} ({s['plain_n']})",
+                f"{s['weak_mean']} ({s['weak_n']})", both,
+                estimate(s["right_higher_all"], *s["right_higher_all_ci95"]),
+            ])  # fmt: skip
+    head = ["arm", "family", "docs", "plain: mean conf. (n)", "weak: mean conf. (n)",
+            "plain higher, both found [95%] (n)", "plain higher, all docs [95%]"]  # fmt: skip
+    return markdown_table(rows, head, align="llrrrrr") + (
+        "\n\nconfidence of the map's findings naming each source's value (highest per document)"
+    )
+
+
 def plot(out: dict[str, Any], path: Path) -> None:
-    fams = out["families"]
+    fams = [label for label in labels(out) if any(label in a["families"]
+            for a in out["arms"].values())]  # fmt: skip
     series = {
         a: [
             (f["accuracy"], *f["ci95"]) if (f := arm["families"].get(fam)) is not None else None
@@ -438,6 +586,9 @@ def main() -> None:
     ap.add_argument("--families", default=",".join((*DEFAULT_FAMILIES, HELDOUT_FAMILY)))
     ap.add_argument("--lengths", default="4000,8000,16000,32000,64000")
     ap.add_argument("--n", type=int, default=50, help="documents per family and length")
+    ap.add_argument("--templates", default="train",
+                    help="which wordings (comma-separated): train (seen, cells family@length), "
+                    "heldout (cells family@length:heldout-templates), original (pre-#49)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0, help="offset into the held-out seeds")
     ap.add_argument("--window", type=int, default=4096)
     ap.add_argument("--keep-predictions", action="store_true")

@@ -140,8 +140,9 @@ def test_default_mr_adapter_on_vllm_follows_the_protocol(embedded_llm, vllm_llm)
     args = dict(default_mr.strategy_args())
     strategy = get_strategy("mapreduce", window=int(args.pop("window", 4096)), **args)
     fam = get_family("passkey")
+    # the wording the shipped adapter was trained on (wordings.yaml's first templates)
     doc = fam.make(n=1, seed=HELDOUT_SEED + 1, length_tokens=4000,
-                   count_tokens=embedded_llm.count_tokens)[0]  # fmt: skip
+                   count_tokens=embedded_llm.count_tokens, templates="original")[0]  # fmt: skip
     before = vllm_llm.complete("The capital of France is", max_new_tokens=6).text
     with load_llm("vllm:default-mr?max_model_len=8192") as llm:
         assert llm.chat  # the adapter's own template, not the base model's plain prompts

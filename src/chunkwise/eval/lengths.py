@@ -32,9 +32,10 @@ from chunkwise.eval.sweep import SweepPoint, point_config, run_sweep
 #: RULER's threshold: Llama-2-7B's average score at 4K (RULER, Hsieh et al. 2024, Table 3)
 RULER_THRESHOLD = 85.6
 _LENGTH = re.compile(r"(\d+)\s*([kKmM]?)")
-_SOURCE = re.compile(r"([A-Za-z_]+):\s*\S+")
+_SOURCE = re.compile(r"([A-Za-z_-]+):\s*\S+")
 LENGTH_SOURCES = (
-    "synthetic:LENGTH (ruler, infinitebench) or heldout:LENGTH / train:LENGTH (generated)"
+    "synthetic:LENGTH (ruler, infinitebench) or heldout:LENGTH / heldout-templates:LENGTH / "
+    "train:LENGTH (generated)"
 )
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkwise.data.families import Doc, Family, Straddle, get_family
+from chunkwise.data.families.wordings import wordings_digest
 from chunkwise.errors import BadInput
 from chunkwise.io import JsonlAppender, atomic_write_json
 from chunkwise.llm import LLM, Completion, Request
@@ -221,6 +222,7 @@ def oracle_settings(
         "window": window,
         "mapreduce_args": dict(mapreduce_args),
         "unanswerable": unanswerable,
+        "wordings": wordings_digest(),  # the training templates the documents are worded with
     }
 
 
@@ -235,7 +237,10 @@ def _progress(total: int, progress: bool) -> Any:
 def _job_docs(llm: LLM, fam: str, length: int, n: int, seed: int, n_cut: int) -> list[Doc]:
     """One (family, length) job's documents, then its unanswerable variants."""
     family = get_family(fam)
-    docs = family.make(n=n, seed=seed, length_tokens=length, count_tokens=llm.count_tokens)
+    # training records are worded with the training templates only (wordings.yaml)
+    docs = family.make(
+        n=n, seed=seed, length_tokens=length, count_tokens=llm.count_tokens, templates="train"
+    )
     variants = [family.without_evidence(d) for d in docs[:n_cut]]
     return docs + [v for v in variants if v is not None]
 

@@ -155,8 +155,8 @@ def validate_record(rec: Any) -> list[str]:
         if not _is_str(rec[k]):
             errs.append(f"{k} is not a non-empty string")
     q = rec["question"]
-    if not _is_str(q) or not q.strip().endswith("?"):
-        errs.append("question is not a non-empty string ending in '?'")
+    if not _is_str(q) or not q.strip():  # an instruction or a cue ("... the key is:") too
+        errs.append("question is not a non-empty string")
     meta = rec["meta"]
     if not isinstance(meta, dict) or not (
         set(META_KEYS) <= set(meta) <= set(META_KEYS) | set(OPTIONAL_META_KEYS)

@@ -6,11 +6,16 @@ extractive QA over real text, ...), scored by each family's own rule against its
 documents per family of about 4,000 tokens, built from the held-out seeds (``HELDOUT_SEED +
 length``, the seeds ``bench/mr_trained.py`` reads and no training recipe writes);
 ``train:4000`` builds from the training seed instead (for checking what a model was taught).
+Both are worded with the training templates (``data/families/wordings.yaml``);
+``heldout-templates:4000`` reads the same held-out documents worded only with held-out
+templates, which no training record uses: the seen and the held-out-template cells, paired
+document by document.
 Every reference is the generator's ground truth, never a model's output. The question reaches
 the strategy exactly as the oracle teacher and ``bench/mr_trained.py`` ask it
 (:meth:`Doc.query`), so a model trained on oracle records is asked in the words it learned.
 
-* :mod:`.loader` — ``--data heldout:LENGTH | train:LENGTH``, the documents as examples.
+* :mod:`.loader` — ``--data heldout:LENGTH | heldout-templates:LENGTH | train:LENGTH``, the
+  documents as examples.
 * :mod:`.family` — each example asked and scored through its family.
 """
 
@@ -18,7 +23,8 @@ from __future__ import annotations
 
 from chunkwise.benchmarks.registry import Benchmark, register_benchmark
 
-PROMPT_VERSION = "generated-1"
+#: generated-2: questions and evidence worded by templates (issue #49)
+PROMPT_VERSION = "generated-2"
 
 
 def _generated() -> Benchmark:

@@ -1,6 +1,11 @@
-"""The generated benchmark's loader: documents of a family at a length, from the held-out or
-the training seeds (``heldout:LENGTH`` | ``train:LENGTH``), each an example whose ground truth
-keeps what the family's query and scorer need.
+"""The generated benchmark's loader: documents of a family at a length, each an example whose
+ground truth keeps what the family's query and scorer need. The spec names the seeds and the
+wording (:mod:`chunkwise.data.families.wordings`):
+
+* ``heldout:LENGTH`` — held-out seeds, worded with the training templates (the seen cell);
+* ``heldout-templates:LENGTH`` — the same held-out seeds (the same filler, keys and
+  positions) worded only with held-out templates, which no training record uses;
+* ``train:LENGTH`` — the training seed, training templates (what a model was taught).
 """
 
 from __future__ import annotations
@@ -11,11 +16,17 @@ from typing import Any
 
 from chunkwise.benchmarks.types import TaskData
 from chunkwise.data.families import FAMILIES, HELDOUT_SEED, TRAIN_SEED, Doc, get_family
+from chunkwise.data.families.wordings import wordings_digest
 from chunkwise.errors import BadInput
 
 TASKS = tuple(FAMILIES)
-SPLITS = {"heldout": HELDOUT_SEED, "train": TRAIN_SEED}
-_SPEC = re.compile(r"^(heldout|train):(\d+)$")
+#: spec name -> (seed base, template selection)
+SPLITS = {
+    "heldout": (HELDOUT_SEED, "train"),
+    "heldout-templates": (HELDOUT_SEED, "heldout"),
+    "train": (TRAIN_SEED, "train"),
+}
+_SPEC = re.compile(r"^([a-z-]+):(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -26,9 +37,15 @@ class GeneratedSpec:
     needs_tokenizer = True
 
     def seed(self) -> int:
-        """The family seed: the held-out split offsets by the length, as bench/mr_trained.py
+        """The family seed: the held-out seeds offset by the length, as bench/mr_trained.py
         does, so each length reads other documents."""
-        return SPLITS[self.split] + (self.length if self.split == "heldout" else 0)
+        base, _ = SPLITS[self.split]
+        return base + (self.length if base == HELDOUT_SEED else 0)
+
+    @property
+    def templates(self) -> str:
+        """Which templates word the documents (``train`` or ``heldout``)."""
+        return SPLITS[self.split][1]
 
     def __str__(self) -> str:
         return f"{self.split}:{self.length}"
@@ -36,10 +53,11 @@ class GeneratedSpec:
 
 def parse_data_spec(data: str) -> GeneratedSpec:
     m = _SPEC.match((data or "").strip())
-    if not m or int(m.group(2)) < 200:
+    if not m or m.group(1) not in SPLITS or int(m.group(2)) < 200:
         raise BadInput(
-            f"--data {data!r}: the generated benchmark takes heldout:<tokens> or "
-            "train:<tokens> (document length in tokens, at least 200), e.g. heldout:4000"
+            f"--data {data!r}: the generated benchmark takes heldout:<tokens>, "
+            "heldout-templates:<tokens> or train:<tokens> (document length in tokens, at least "
+            "200), e.g. heldout:4000"
         )
     return GeneratedSpec(m.group(1), int(m.group(2)))
 
@@ -61,10 +79,20 @@ def load_task(
     if n < 1:
         raise BadInput(f"--limit must be at least 1 for generated documents, got {n}")
     docs = get_family(task).make(
-        n=n, seed=spec.seed() + seed, length_tokens=spec.length, count_tokens=count_tokens
+        n=n,
+        seed=spec.seed() + seed,
+        length_tokens=spec.length,
+        count_tokens=count_tokens,
+        templates=spec.templates,
     )
     examples = [to_example(d) for d in docs]
-    source = {"split": spec.split, "length": spec.length, "seed": spec.seed() + seed}
+    source = {
+        "split": spec.split,
+        "length": spec.length,
+        "seed": spec.seed() + seed,
+        "templates": spec.templates,
+        "wordings": wordings_digest(),
+    }
     return TaskData(task, examples, source, len(examples))
 
 

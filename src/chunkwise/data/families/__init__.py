@@ -12,8 +12,9 @@ one module per family — ``needles`` (passkey, number_string, kv_retrieval), ``
 (largest / smallest), ``multihop`` (fact chains, :mod:`chunkwise.data.multihop`),
 ``variable_tracking``, ``conflicting`` (one plain statement against a hedged, unreliable or
 retracted one), ``extractive_qa`` (spans of Python's own reference text,
-``pydoc_data.topics``, PSF License) — ``splits`` (what training sees, what is held out) and
-``registry`` (name -> family).
+``pydoc_data.topics``, PSF License) — ``splits`` (what training sees, what is held out),
+``wordings`` (the templates questions and evidence statements are worded with, each train or
+held out: ``wordings.yaml``) and ``registry`` (name -> family).
 """
 
 from chunkwise.data.families.base import CONFIDENCE, Doc, Evidence, Family, Finding, Straddle

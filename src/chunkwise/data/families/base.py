@@ -100,8 +100,17 @@ class Family:
     topic = "the question"
 
     def make(
-        self, *, n: int, seed: int, length_tokens: int, count_tokens: CountTokens
+        self,
+        *,
+        n: int,
+        seed: int,
+        length_tokens: int,
+        count_tokens: CountTokens,
+        templates: str = "train",
     ) -> list[Doc]:
+        """``n`` documents of about ``length_tokens`` tokens from ``seed``, worded with the
+        ``templates`` of :mod:`~chunkwise.data.families.wordings` (``train``, ``heldout`` or
+        ``original``); each document's meta records its template ids and selection."""
         raise NotImplementedError
 
     def score(self, doc: Doc, prediction: str) -> float:

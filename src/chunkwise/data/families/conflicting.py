@@ -1,26 +1,19 @@
 """The conflicting family: one plain statement of a fact against a hedged, unreliable or
-retracted one elsewhere in the document; the plain statement is the answer."""
+retracted one elsewhere in the document; the plain statement is the answer. Both statements
+and the question are worded by :mod:`.wordings` (a phrasing style per document)."""
 
 from __future__ import annotations
 
 import random
 
 from chunkwise.data import synthetic
+from chunkwise.data.families import wordings
 from chunkwise.data.families.base import CountTokens, Doc, Evidence, Family, evidence_span
 
 _THINGS = (
     "reactor", "ferry", "museum", "depot", "hangar", "clinic", "orchard", "quarry", "mill",
     "signal box", "pump house", "weather station",
 )  # fmt: skip
-_PLAIN = "The access code of the {thing} is {code}."
-_WEAK = {
-    "hedged": "Someone once guessed that the access code of the {thing} might be {code}, "
-    "though nobody ever checked.",
-    "unreliable": "A rumour passed around by strangers claims the access code of the {thing} "
-    "is {code}.",
-    "retracted": "An early memo listed the access code of the {thing} as {code}; the memo was "
-    "later withdrawn as wrong.",
-}
 
 
 class Conflicting(Family):
@@ -32,8 +25,15 @@ class Conflicting(Family):
     topic = "an access code"
 
     def make(
-        self, *, n: int, seed: int, length_tokens: int, count_tokens: CountTokens
+        self,
+        *,
+        n: int,
+        seed: int,
+        length_tokens: int,
+        count_tokens: CountTokens,
+        templates: str = "train",
     ) -> list[Doc]:
+        wordings.check_selection(templates)
         rng = random.Random(seed)
         line_tokens = max(1, count_tokens(synthetic.NOISE))
         lines = max(8, length_tokens // line_tokens)
@@ -42,8 +42,10 @@ class Conflicting(Family):
             thing = rng.choice(_THINGS)
             true, false = (str(c) for c in rng.sample(range(1000, 10000), 2))
             weak_kind = ("hedged", "unreliable", "retracted")[i % 3]
-            plain = _PLAIN.format(thing=thing, code=true)
-            weak = _WEAK[weak_kind].format(thing=thing, code=false)
+            question = wordings.pick(self.name, "question", templates, seed, length_tokens, i)
+            plain_t, weak_t = wordings.pick_conflict(templates, weak_kind, seed, length_tokens, i)
+            plain = plain_t.fill(thing=thing, code=true)
+            weak = weak_t.fill(thing=thing, code=false)
             # far apart (first and last third), so that the conflict is between chunks
             a = rng.randrange(0, lines // 3)
             b = rng.randrange(lines - lines // 3, lines)
@@ -66,14 +68,23 @@ class Conflicting(Family):
                     f"{self.name}-{length_tokens}-{seed}-{i}",
                     self.name,
                     context,
-                    f"What is the access code of the {thing}?",
+                    question.fill(thing=thing),
                     true,
                     max_answer_tokens=8,
                     evidence=[
                         Evidence(ps, pe, "direct", plain, true),
                         Evidence(ws, we, weak_kind, weak, false),
                     ],
-                    meta={"seed": seed, "length": length_tokens, "weak": weak_kind},
+                    meta={
+                        "seed": seed,
+                        "length": length_tokens,
+                        "weak": weak_kind,
+                        "style": plain_t.style,
+                        **wordings.record(
+                            templates,
+                            [("question", question), ("plain", plain_t), (weak_kind, weak_t)],
+                        ),
+                    },
                 )
             )
         return out

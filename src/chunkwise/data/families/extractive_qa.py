@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from chunkwise.data.families import wordings
 from chunkwise.data.families.base import CountTokens, Doc, Evidence, Family, evidence_span
 from chunkwise.data.families.splits import HELDOUT_SEED, SPLITS, span_split
 from chunkwise.errors import BadInput
@@ -16,6 +17,10 @@ from chunkwise.errors import BadInput
 _SPAN_SENTENCE = re.compile(r"[A-Z][a-z][a-z ,]{40,200}[a-z]\.")
 #: the same across the reference's hard line wraps (not across a blank line): ~12x as many
 _WRAPPED_SENTENCE = re.compile(r"(?<![\w-])[A-Z][a-z](?:[a-z ,]|\n(?!\n)){40,200}[a-z]\.")
+
+#: the question span_questions asks (ExtractiveQA words it with a template of wordings.yaml)
+_QUESTION = 'Which four words come right after "{prefix}" in the document?'
+_ASKED = re.compile(re.escape(_QUESTION).replace(re.escape("{prefix}"), "(.+)"))
 
 
 def reference_sections(rng: random.Random) -> list[str]:
@@ -80,7 +85,7 @@ def span_questions(
         else:
             span_text = f"{prefix} {answer}"
             s, e = evidence_span(context, span_text, ExtractiveQA.name)
-        question = f'Which four words come right after "{prefix}" in the document?'
+        question = _QUESTION.format(prefix=prefix)
         out.append((question, Evidence(s, e, "direct", span_text, answer)))
     return out
 
@@ -99,8 +104,15 @@ class ExtractiveQA(Family):
     topic = "the quoted phrase"
 
     def make(
-        self, *, n: int, seed: int, length_tokens: int, count_tokens: CountTokens
+        self,
+        *,
+        n: int,
+        seed: int,
+        length_tokens: int,
+        count_tokens: CountTokens,
+        templates: str = "train",
     ) -> list[Doc]:
+        wordings.check_selection(templates)
         rng = random.Random(seed)
         split = "heldout" if seed >= HELDOUT_SEED else "train"
         out: list[Doc] = []
@@ -125,10 +137,16 @@ class ExtractiveQA(Family):
                 if question in asked:
                     continue
                 asked.add(question)
-                meta = {"seed": seed, "length": length_tokens, "split": split}
-                out.append(
-                    self.doc(f"{self.name}-{length_tokens}-{seed}-{i}", context, question, ev, meta)
-                )
+                worded = wordings.pick(self.name, "question", templates, seed, length_tokens, i)
+                prefix = _ASKED.fullmatch(question).group(1)  # type: ignore[union-attr]
+                meta = {
+                    "seed": seed,
+                    "length": length_tokens,
+                    "split": split,
+                    **wordings.record(templates, [("question", worded)]),
+                }
+                doc_id = f"{self.name}-{length_tokens}-{seed}-{i}"
+                out.append(self.doc(doc_id, context, worded.fill(prefix=prefix), ev, meta))
                 i += 1
         return out
 

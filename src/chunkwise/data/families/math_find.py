@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from chunkwise.data import synthetic
+from chunkwise.data.families import wordings
 from chunkwise.data.families.base import (
     CONFIDENCE,
     CountTokens,
@@ -28,8 +29,15 @@ class MathFind(Family):
     KINDS: ClassVar[dict[str, Callable[..., int]]] = {"largest number": max, "smallest number": min}
 
     def make(
-        self, *, n: int, seed: int, length_tokens: int, count_tokens: CountTokens
+        self,
+        *,
+        n: int,
+        seed: int,
+        length_tokens: int,
+        count_tokens: CountTokens,
+        templates: str = "train",
     ) -> list[Doc]:
+        wordings.check_selection(templates)
         kinds = [i for i, k in enumerate(synthetic.MATH_FIND_KINDS) if k[0] in self.KINDS]
         per = len(synthetic.MATH_FIND_KINDS)
         recs = synthetic.generate(
@@ -43,16 +51,22 @@ class MathFind(Family):
         out = []
         for r in picked:
             what = synthetic.MATH_FIND_KINDS[r["id"] % per][0]
+            question = wordings.pick(self.name, "question", templates, seed, length_tokens, r["id"])
             out.append(
                 Doc(
                     f"{self.name}-{length_tokens}-{seed}-{r['id']}",
                     self.name,
                     r["context"],
-                    f"What is the {what} in the list?",
+                    question.fill(what=what),
                     str(int(r["answer"][0])),
                     task="math",
                     max_answer_tokens=8,
-                    meta={"seed": seed, "length": length_tokens, "what": what},
+                    meta={
+                        "seed": seed,
+                        "length": length_tokens,
+                        "what": what,
+                        **wordings.record(templates, [("question", question)]),
+                    },
                 )
             )
         return out

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 
 from chunkwise.data import multihop
+from chunkwise.data.families import wordings
 from chunkwise.data.families.base import (
     CONFIDENCE,
     CountTokens,
@@ -28,8 +29,15 @@ class MultiHop(Family):
     topic = "the chain of notes leading to a code"
 
     def make(
-        self, *, n: int, seed: int, length_tokens: int, count_tokens: CountTokens
+        self,
+        *,
+        n: int,
+        seed: int,
+        length_tokens: int,
+        count_tokens: CountTokens,
+        templates: str = "train",
     ) -> list[Doc]:
+        wordings.check_selection(templates)
         rng = random.Random(seed)
         out = []
         for i in range(n):
@@ -61,17 +69,24 @@ class MultiHop(Family):
                     ans = f"{m.group('code')}, if the note about {m.group('tail')} is on the chain"
                     ev = Evidence(s, e, "inferred", fact, ans)
                 evidence.append(ev)
+            question = wordings.pick(self.name, "question", templates, seed, length_tokens, i)
             out.append(
                 Doc(
                     f"{self.name}-{length_tokens}-{seed}-{i}",
                     self.name,
                     r["context"],
-                    r["input"],
+                    question.fill(obj=obj),
                     str(r["answer"]),
                     task="qa",
                     max_answer_tokens=8,
                     evidence=evidence,
-                    meta={"seed": seed, "length": length_tokens, "object": obj, "hops": hops},
+                    meta={
+                        "seed": seed,
+                        "length": length_tokens,
+                        "object": obj,
+                        "hops": hops,
+                        **wordings.record(templates, [("question", question)]),
+                    },
                 )
             )
         return out

@@ -1,11 +1,14 @@
 """The needle families: one sentence holds the answer among filler
-(:mod:`chunkwise.data.synthetic`'s passkey, number_string and kv_retrieval documents)."""
+(:mod:`chunkwise.data.synthetic`'s passkey, number_string and kv_retrieval documents), worded
+by :mod:`.wordings`: the needle sentence and the question of passkey and number_string, the
+question of kv_retrieval (its evidence is a JSON pair)."""
 
 from __future__ import annotations
 
 import re
 
 from chunkwise.data import synthetic
+from chunkwise.data.families import wordings
 from chunkwise.data.families.base import (
     CountTokens,
     Doc,
@@ -23,27 +26,45 @@ class _Needle(Family):
     prefix = ""
 
     def make(
-        self, *, n: int, seed: int, length_tokens: int, count_tokens: CountTokens
+        self,
+        *,
+        n: int,
+        seed: int,
+        length_tokens: int,
+        count_tokens: CountTokens,
+        templates: str = "train",
     ) -> list[Doc]:
+        wordings.check_selection(templates)
         recs = synthetic.generate(
             self.task_name, length_tokens=length_tokens, n=n, seed=seed, count_tokens=count_tokens
         )
         out = []
         for r in recs:
             key = str(r["answer"][0])
-            sentence = self.needle.format(key=key).strip()
-            s, e = evidence_span(r["context"], sentence, self.name)
+            at = (seed, length_tokens, int(r["id"]))
+            question = wordings.pick(self.name, "question", templates, *at)
+            needle = wordings.pick(self.name, "needle", templates, *at)
+            # the generator's needle, reworded in place: filler, key and depth stay as they were
+            built = self.needle.format(key=key).strip()
+            sentence = needle.fill(key=key)
+            s, _ = evidence_span(r["context"], built, self.name)
+            context = r["context"][:s] + sentence + r["context"][s + len(built) :]
+            s, e = evidence_span(context, sentence, self.name)
             out.append(
                 Doc(
                     f"{self.name}-{length_tokens}-{seed}-{r['id']}",
                     self.name,
-                    r["context"],
-                    r["input"],
+                    context,
+                    question.fill(),
                     key,
                     answer_prefix=self.prefix,
                     max_answer_tokens=12,
                     evidence=[Evidence(s, e, "direct", sentence, key)],
-                    meta={"seed": seed, "length": length_tokens},
+                    meta={
+                        "seed": seed,
+                        "length": length_tokens,
+                        **wordings.record(templates, [("question", question), ("needle", needle)]),
+                    },
                 )
             )
         return out
@@ -69,8 +90,15 @@ class KVRetrieval(Family):
     topic = "the value of one key"
 
     def make(
-        self, *, n: int, seed: int, length_tokens: int, count_tokens: CountTokens
+        self,
+        *,
+        n: int,
+        seed: int,
+        length_tokens: int,
+        count_tokens: CountTokens,
+        templates: str = "train",
     ) -> list[Doc]:
+        wordings.check_selection(templates)
         recs = synthetic.generate(
             "kv_retrieval", length_tokens=length_tokens, n=n, seed=seed, count_tokens=count_tokens
         )
@@ -80,16 +108,24 @@ class KVRetrieval(Family):
             value = str(r["answer"][0])
             pair = f'"{key}": "{value}"'
             s, e = evidence_span(r["context"], pair, self.name)
+            question = wordings.pick(
+                self.name, "question", templates, seed, length_tokens, int(r["id"])
+            )
             out.append(
                 Doc(
                     f"{self.name}-{length_tokens}-{seed}-{r['id']}",
                     self.name,
                     r["context"],
-                    f'What is the value associated with the key "{key}" in the JSON data?',
+                    question.fill(key=key),
                     value,
                     max_answer_tokens=40,
                     evidence=[Evidence(s, e, "direct", pair, value)],
-                    meta={"seed": seed, "length": length_tokens, "key": key},
+                    meta={
+                        "seed": seed,
+                        "length": length_tokens,
+                        "key": key,
+                        **wordings.record(templates, [("question", question)]),
+                    },
                 )
             )
         return out

@@ -9,6 +9,7 @@ import re
 import string
 
 from chunkwise.data import synthetic
+from chunkwise.data.families import wordings
 from chunkwise.data.families.base import (
     CONFIDENCE,
     CountTokens,
@@ -30,8 +31,15 @@ class VariableTracking(Family):
     _ASSIGN = re.compile(r"VAR ([A-Z]{5}) = (?:VAR ([A-Z]{5})|(\d{5}))\.")
 
     def make(
-        self, *, n: int, seed: int, length_tokens: int, count_tokens: CountTokens
+        self,
+        *,
+        n: int,
+        seed: int,
+        length_tokens: int,
+        count_tokens: CountTokens,
+        templates: str = "train",
     ) -> list[Doc]:
+        wordings.check_selection(templates)
         rng = random.Random(seed)
         line_tokens = max(1, count_tokens(synthetic.NOISE))
         lines = max(8, length_tokens // line_tokens)
@@ -67,16 +75,22 @@ class VariableTracking(Family):
                 else:
                     ans = f"{m.group(1)}, if {m.group(2)} holds {value}"
                     evidence.append(Evidence(s, e, "inferred", st, ans, (m.group(1), m.group(2))))
+            question = wordings.pick(self.name, "question", templates, seed, length_tokens, i)
             out.append(
                 Doc(
                     f"{self.name}-{length_tokens}-{seed}-{i}",
                     self.name,
                     context,
-                    f"Which variables are assigned the value {value}?",
+                    question.fill(value=value),
                     ", ".join(chain),
                     max_answer_tokens=32,
                     evidence=evidence,
-                    meta={"seed": seed, "length": length_tokens, "value": value},
+                    meta={
+                        "seed": seed,
+                        "length": length_tokens,
+                        "value": value,
+                        **wordings.record(templates, [("question", question)]),
+                    },
                 )
             )
         return out
