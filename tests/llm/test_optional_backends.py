@@ -232,6 +232,13 @@ def test_vllm_engine_options(fake_vllm, monkeypatch) -> None:
     assert load_llm("vllm:org/model").context_window == 64  # read from the engine
 
 
+def test_vllm_prefix_cache_switch_reaches_the_engine(fake_vllm) -> None:
+    load_llm("vllm:org/model?prefix_cache=0")
+    load_llm("vllm:org/model?prefix_cache=on")
+    assert fake_vllm[0].kwargs["enable_prefix_caching"] is False
+    assert fake_vllm[1].kwargs["enable_prefix_caching"] is True
+
+
 def test_vllm_cpu_defaults_and_the_embedded_model(fake_vllm, monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(vllm_backend, "_on_cuda", lambda: False)
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)

