@@ -122,6 +122,19 @@ def embedded_llm():
 
 
 @pytest.fixture(scope="session")
+def default_mr_llm():
+    """hf:default-mr (the packaged MapReduce adapter), loaded once per test session; skips
+    where no adapter is committed."""
+    from chunkwise.llm import default_mr, load_llm
+
+    if not (default_mr.package_dir() / "adapter_model.safetensors").is_file():
+        pytest.skip("no hf:default-mr adapter committed yet: run `make default-mr`")
+    llm = load_llm("hf:default-mr")
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not (SHARED / "data").is_dir():
         pytest.skip(f"shared data folder not present at {SHARED}")

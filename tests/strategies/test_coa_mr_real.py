@@ -12,15 +12,9 @@ FACT = "The pass key is 48213. Remember it. 48213 is the pass key."
 FILLER = "The miller watched the harbour wall in early spring. The baker swept the orchard at dawn."
 
 
-@pytest.fixture(scope="module")
-def mr_llm():
-    from chunkwise.llm import default_mr, load_llm
-
-    if not (default_mr.package_dir() / "adapter_model.safetensors").is_file():
-        pytest.skip("no hf:default-mr adapter committed yet: run `make default-mr`")
-    llm = load_llm("hf:default-mr")
-    yield llm
-    llm.close()
+@pytest.fixture
+def mr_llm(default_mr_llm):
+    return default_mr_llm
 
 
 @pytest.mark.slow

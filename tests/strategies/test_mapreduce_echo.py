@@ -230,15 +230,12 @@ def test_a_family_share_outside_zero_to_one_is_refused():
 SEED = 0
 
 
-@pytest.fixture(scope="module")
-def mr_llm():
-    from chunkwise.llm import default_mr, load_llm
+@pytest.fixture
+def mr_llm(default_mr_llm):
+    """(the session's hf:default-mr, its decoding options)."""
+    from chunkwise.llm import default_mr
 
-    if not (default_mr.package_dir() / "adapter_model.safetensors").is_file():
-        pytest.skip("no hf:default-mr adapter committed yet: run `make default-mr`")
-    llm = load_llm("hf:default-mr")
-    yield llm, default_mr.strategy_args()
-    llm.close()
+    return default_mr_llm, default_mr.strategy_args()
 
 
 @pytest.mark.slow

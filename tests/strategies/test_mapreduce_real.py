@@ -44,15 +44,12 @@ def test_embedded_model_finds_passkey_in_8k_document_over_http(embedded_llm, pas
 # -- hf:default-mr: the protocol on a real model (skips until `make default-mr` has run) -----
 
 
-@pytest.fixture(scope="module")
-def mr_llm():
+@pytest.fixture
+def mr_llm(default_mr_llm):
+    """(the session's hf:default-mr, its decoding options)."""
     from chunkwise.llm import default_mr
 
-    if not (default_mr.package_dir() / "adapter_model.safetensors").is_file():
-        pytest.skip("no hf:default-mr adapter committed yet: run `make default-mr`")
-    llm = load_llm("hf:default-mr")
-    yield llm, default_mr.strategy_args()
-    llm.close()
+    return default_mr_llm, default_mr.strategy_args()
 
 
 @pytest.mark.slow
