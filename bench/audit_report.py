@@ -36,6 +36,17 @@ def _arm(text: str) -> tuple[str, Path]:
     return label, Path(folder)
 
 
+def _read(path: Path, what: str) -> dict[str, Any]:
+    """``path``'s JSON object, or one line naming the file and what is wrong with it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"{path}: not a readable {what} ({e})") from None
+    if not isinstance(data, dict):
+        raise SystemExit(f"{path}: not a {what} (expected a JSON object)")
+    return data
+
+
 def _point(results: dict[str, Any], task: str, length: int) -> dict[str, Any] | None:
     """One task at one length: score, interval, n, the funnel and the compute per example."""
     res = results.get("results", {}).get(task)
@@ -65,12 +76,15 @@ def collect(label: str, folder: Path) -> dict[str, Any]:
     lengths_file = folder / "lengths.json"
     if not lengths_file.is_file():
         raise SystemExit(f"--arm {label}={folder}: no lengths.json (run the --lengths sweep)")
-    report = json.loads(lengths_file.read_text())
+    report = _read(lengths_file, "lengths.json of a --lengths sweep")
+    missing = [k for k in ("lengths", "runs", "tasks", "strategy") if k not in report]
+    if missing:
+        raise SystemExit(f"{lengths_file}: not a lengths.json (no {', '.join(missing)})")
     points: dict[str, list[dict[str, Any]]] = {}
     for length in report["lengths"]:
         run = Path(report["runs"][str(length)])
         run = run if run.is_absolute() else folder / run.name
-        results = json.loads((run / "results.json").read_text())
+        results = _read(run / "results.json", "results.json of an eval run")
         for task in report["tasks"]:
             point = _point(results, task, int(length))
             if point is not None:

@@ -76,3 +76,17 @@ def test_a_funnel_that_does_not_add_up_is_refused(sweep, tmp_path):
         bench.main(["--arm", f"x={broken}"])
     with pytest.raises(SystemExit, match="no lengths.json"):
         bench.main(["--arm", f"y={tmp_path / 'nothing'}"])
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [("", "not a readable lengths.json"), ('{"lengths": [1', "not a readable"),
+     ("[1, 2]", "expected a JSON object"), ('{"lengths": [512]}', "no runs")],
+)  # fmt: skip
+def test_an_empty_or_malformed_lengths_json_is_one_line_naming_it(tmp_path, text, says):
+    from bench_loader import load_bench
+
+    (tmp_path / "lengths.json").write_text(text)
+    with pytest.raises(SystemExit, match=says) as e:
+        load_bench("audit_report").main(["--arm", f"x={tmp_path}"])
+    assert str(tmp_path / "lengths.json") in str(e.value) and "\n" not in str(e.value)
