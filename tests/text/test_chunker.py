@@ -121,6 +121,36 @@ def test_prefers_paragraph_then_sentence_boundaries():
     assert all(c.text.endswith(".") for c in chunks)
 
 
+def test_a_one_line_json_object_is_cut_between_pairs_not_inside_one(gemma_tokenizer):
+    """kv_retrieval's document is one line of ``"key": "value"`` pairs with no sentence end:
+    the clause level cuts after a comma, where a word cut would part a key from its value
+    (the evidence audit of 2026-12-06 found every such straddling pair lost)."""
+    import json
+    import random
+    import uuid
+
+    from chunkwise.data.synthetic import gen_kv_retrieval
+
+    counter = HFTokenCounter(gemma_tokenizer)
+    rng = random.Random(0)
+    pairs = {
+        str(uuid.UUID(int=rng.getrandbits(128))): str(uuid.UUID(int=rng.getrandbits(128)))
+        for _ in range(300)
+    }
+    doc = "JSON data:\n" + json.dumps(pairs)
+    chunks = chunk_document(doc, counter, 500)
+    assert len(chunks) >= 10
+    for c in chunks[:-1]:
+        assert c.text.endswith('",'), c.text[-60:]
+    # every pair lies whole inside one chunk, on the generator's own documents too
+    (ex,) = gen_kv_retrieval(length_tokens=4000, n=1, seed=3, count_tokens=counter.count_tokens)
+    context = ex["context"]
+    chunks = chunk_document(context, counter, 500)
+    for key, value in json.loads(context.split("\n", 1)[1]).items():
+        pair = f'"{key}": "{value}"'
+        assert any(pair in c.text for c in chunks), pair
+
+
 def test_last_chunk_is_rebalanced_not_a_sliver():
     counter = WordPieceCounter()
     doc = " ".join(f"w{i}" for i in range(105))  # 105 tokens, budget 50 -> 50, 50, 5 unbalanced

@@ -1,6 +1,7 @@
 """Cut a document into chunks of at most N tokens at the most natural boundary available.
 
-Boundaries, best first: paragraph (blank line) → line → sentence → word → token. A boundary
+Boundaries, best first: paragraph (blank line) → line → sentence → clause (after a comma or
+semicolon) → word → token. A boundary
 is taken at the coarsest level that still fills at least ``min_fill`` of the budget, so chunks
 stay large. Chunks never include leading or trailing whitespace, so without overlap only
 whitespace falls between consecutive chunks and ``document[start_char:end_char] == text``.
@@ -22,6 +23,10 @@ from chunkwise.text.tokens import TokenCounter, count_many
 _PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n")
 _LINE = re.compile(r"\n")
 _SPACE = re.compile(r"\s+")
+# whitespace after a comma or semicolon: the chunk keeps the separator. In a one-line JSON
+# object ``{"k": "v", "k2": "v2"}`` this cuts between pairs where a word boundary could
+# cut a key from its value (the evidence audit found such straddling pairs were all lost)
+_CLAUSE = re.compile(r"(?<=[,;])\s+")
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,9 @@ def _best_boundary(text: str, cur: int, hard_end: int, min_fill: float) -> int:
         ends = sentence_ends(text, lo, hard_end)
         if ends:
             return ends[-1]
+        b = _last_match_start(_CLAUSE, text, lo, hard_end + 1)
+        if b is not None and b > cur:
+            return b
         b = _last_match_start(_SPACE, text, lo, hard_end + 1)
         if b is not None and b > cur:
             return b
