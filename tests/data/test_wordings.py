@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -153,6 +154,36 @@ def test_one_conflicting_style_is_held_out_whole():
     docs = make("conflicting", HELDOUT_SEED, "heldout", n=6)
     assert {d.meta["style"] for d in docs} == set(held)
     assert {d.meta["weak"] for d in docs} == {"hedged", "unreliable", "retracted"}
+
+
+def test_the_model_card_table_puts_each_template_in_its_split_column():
+    """``python -m chunkwise.data.families`` publishes every template once; split_table (the
+    model card's block) lists each id under the column of its split and nowhere else."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "chunkwise.data.families"], check=True,
+                         capture_output=True, text=True)  # fmt: skip
+    data = json.loads(out.stdout)
+    assert data["wordings"] == wordings.wordings_digest()
+    ids = [t["id"] for slots in data["families"].values() for ts in slots.values() for t in ts]
+    assert sorted(ids) == sorted(t.id for t in wordings.all_templates())
+    rows = [r.split(" | ") for r in wordings.split_table(data).splitlines() if r.startswith("| ")]
+    cells = {(r[0].strip("| "), r[1]): (r[2], r[3].strip(" |")) for r in rows[1:]}
+    assert len(cells) == sum(len(slots) for slots in data["families"].values())
+    for t in wordings.all_templates():
+        family = next(f for f, slots in data["families"].items()
+                      if any(x["id"] == t.id for ts in slots.values() for x in ts))  # fmt: skip
+        slot = next(
+            s for s, ts in data["families"][family].items() if t.id in [x["id"] for x in ts]
+        )
+        trained, held = (re.findall(r"[\w-]+-[a-z]*\d+", c) for c in cells[family, slot])
+        assert (t.id in trained, t.id in held) == (t.split == "train", t.split == "heldout"), t.id
+    assert (
+        "inquiry:" in cells["conflicting", "plain"][1]
+        and "(official)" in cells["kv_retrieval", "question"][0]
+    )
 
 
 def test_a_bad_selection_is_refused_in_one_line():

@@ -239,6 +239,52 @@ def wordings_digest() -> str:
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:12]
 
 
+def summary() -> dict[str, Any]:
+    """Every template by family and slot, with the digest: what a model card publishes
+    (``python -m chunkwise.data.families``, rendered by :func:`split_table`)."""
+    families: dict[str, dict[str, list[dict[str, str]]]] = {}
+    for family, slots in _table().items():
+        families[family] = {
+            slot: [
+                {"id": t.id, "split": t.split, "source": t.source, "style": t.style, "text": t.text}
+                for t in ts
+            ]
+            for slot, ts in slots.items()
+        }
+    return {"wordings": wordings_digest(), "families": families}
+
+
+def split_table(data: dict[str, Any]) -> str:
+    """A markdown table of :func:`summary`: per family and slot, the template ids a training
+    record may use and those held out (an official InfiniteBench wording marked as such; a
+    conflicting statement by its phrasing style)."""
+
+    def name(t: dict[str, str]) -> str:
+        return t["id"] + (f" ({t['source']})" if t["source"] else "")
+
+    lines = [
+        f"Wordings {data['wordings']}: template ids per slot (texts in "
+        "src/chunkwise/data/families/wordings.yaml).",
+        "",
+        "| family | slot | trained on | held out |",
+        "|---|---|---|---|",
+    ]
+    for family, slots in data["families"].items():
+        for slot, ts in slots.items():
+            if any(t["style"] for t in ts):  # conflicting: one row per kind, by style
+                cells = []
+                for split in _SPLITS:
+                    styles = dict.fromkeys(t["style"] for t in ts if t["split"] == split)
+                    cells.append(", ".join(
+                        f"{st}: " + " ".join(t["id"] for t in ts if t["style"] == st)
+                        for st in styles
+                    ))  # fmt: skip
+            else:
+                cells = [", ".join(name(t) for t in ts if t["split"] == sp) for sp in _SPLITS]
+            lines.append(f"| {family} | {slot} | {cells[0]} | {cells[1] or '-'} |")
+    return "\n".join(lines)
+
+
 __all__ = [
     "CONFLICT_KINDS",
     "SELECTIONS",
@@ -249,6 +295,8 @@ __all__ = [
     "pick",
     "pick_conflict",
     "record",
+    "split_table",
+    "summary",
     "templates_of",
     "wordings_digest",
 ]
