@@ -1,7 +1,9 @@
 """The evidence audit on real runs of the embedded model (hf:default, loaded once per session):
 standard decoding with a window shorter than the document (``evidence_truncated`` exactly for the
-examples whose evidence is not in the logged prompt), and a small MapReduce run through
-``chunkwise eval --audit`` whose funnel adds up to n."""
+examples whose evidence is not in the logged prompt), a small MapReduce run through
+``chunkwise eval --audit`` whose funnel adds up to n, and Chain-of-Agents and retrieval runs
+whose per-prediction facts (the step that read the evidence, what its memory kept; whether
+the answer call's prompt held it) are checked against the trace and prompt themselves."""
 
 from __future__ import annotations
 
@@ -101,3 +103,83 @@ def test_mapreduce_eval_audit_funnel_adds_up(embedded_llm, tmp_path, monkeypatch
                     if any(s < m["output"]["span"][1] and m["output"]["span"][0] < e
                            for s, e in a["evidence"]["spans"])]  # fmt: skip
             assert a["holders"] == held
+
+
+def spans_overlap(span, spans):
+    return any(s < span[1] and span[0] < e for s, e in spans)
+
+
+def texts_of(r, context):
+    return [context[r["id"]][s:e] for s, e in r["audit"]["evidence"]["spans"]]
+
+
+def gold_of(r):
+    gt = r["ground_truth"]
+    gt = gt.get("answer", gt) if isinstance(gt, dict) else gt
+    return gt[0] if isinstance(gt, list) else gt
+
+
+def contexts(llm, data, limit, task="passkey"):
+    bench = get_benchmark("infinitebench")
+    loaded = bench.load(task, bench.parse_data(data), limit=limit, revision=None, seed=0,
+                        count_tokens=llm.count_tokens)  # fmt: skip
+    return {ex["id"]: ex["context"] for ex in loaded.examples}
+
+
+@pytest.mark.slow
+def test_chain_of_agents_audit_follows_the_memory_of_the_step_that_read_the_evidence(
+    embedded_llm, tmp_path
+):
+    out = tmp_path / "coa"
+    cfg = EvalConfig(model="hf:default", strategy="chain_of_agents", tasks=["passkey"],
+                     data="synthetic:1200", limit=3, strategy_args={"chunk_tokens": 300},
+                     audit=True, output=str(out))  # fmt: skip
+    res = run_eval(cfg, llm=embedded_llm, progress=False)
+    context = contexts(embedded_llm, "synthetic:1200", 3)
+    recs = lines(out / "predictions/passkey.jsonl")
+    gold = {r["id"]: str(gold_of(r)) for r in recs}
+    for r in recs:
+        a = r["audit"]
+        assert a["outcome"] in OUTCOMES and a["outcome"] != "unknown", a
+        workers = [e for e in r["trace"] if e["stage"] == "worker"]
+        assert len(workers) >= 3  # several steps, so "which step" means something
+        held = [i + 1 for i, w in enumerate(workers)
+                if spans_overlap(w["output"]["span"], a["evidence"]["spans"])]  # fmt: skip
+        assert a["holder_steps"] == held and len(held) == 1
+        assert all(t in context[r["id"]] for t in texts_of(r, context))
+        kept = gold[r["id"]] in workers[held[0] - 1]["output"]["memory"]
+        if not kept:
+            assert a["outcome"] == "not_extracted"
+        elif a["outcome"] != "correct":
+            final = gold[r["id"]] in workers[-1]["output"]["memory"]
+            assert a["outcome"] == ("wrong_despite_evidence" if final else "lost_in_memory"), a
+    block = res["audit"]["passkey"]
+    assert sum(block["funnel"].values()) == block["n"] == 3
+
+
+@pytest.mark.slow
+def test_retrieval_audit_is_whether_the_answer_prompt_holds_the_evidence(embedded_llm, tmp_path):
+    """Two short retrieved chunks: a pass key's needle line stands out from its filler and is
+    retrieved; a key-value pair among hundreds of look-alike uuid pairs is not (all-MiniLM)."""
+    out = tmp_path / "ret"
+    tasks = ["passkey", "kv_retrieval"]
+    cfg = EvalConfig(model="hf:default", strategy="retrieval", tasks=tasks,
+                     data="synthetic:1200", limit=3, log_samples=True, audit=True,
+                     strategy_args={"chunk_tokens": 60, "top_k": 2, "max_context_tokens": 120},
+                     output=str(out))  # fmt: skip
+    res = run_eval(cfg, llm=embedded_llm, progress=False)
+    seen = set()
+    for task in tasks:
+        context = contexts(embedded_llm, "synthetic:1200", 3, task)
+        for r in lines(out / f"predictions/{task}.jsonl"):
+            a = r["audit"]
+            in_prompt = all(t in r["prompt"] for t in texts_of(r, context))
+            assert a["leaf_in_context"] is in_prompt
+            assert (a["outcome"] == "evidence_not_retrieved") is (not a["retrieved"]), a
+            assert a["outcome"] != "unknown"
+            # the prompt is a few short chunks, far shorter than the document
+            assert len(r["prompt"]) < len(context[r["id"]]) / 3
+            seen.add(a["outcome"] == "evidence_not_retrieved")
+        block = res["audit"][task]
+        assert sum(block["funnel"].values()) == block["n"] == 3
+    assert seen == {True, False}  # the audit is tested both ways
