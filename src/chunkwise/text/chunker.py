@@ -1,9 +1,8 @@
 """Cut a document into chunks of at most N tokens at the most natural boundary available.
 
 Boundaries, best first: paragraph (blank line) → line → sentence → clause (after a comma or
-semicolon) → word → token. A boundary
-is taken at the coarsest level that still fills at least ``min_fill`` of the budget, so chunks
-stay large. Chunks never include leading or trailing whitespace, so without overlap only
+semicolon) → word → token. A boundary is taken at the coarsest level that still fills at least
+``min_fill`` of the budget, so chunks stay large. Chunks never include leading or trailing whitespace, so without overlap only
 whitespace falls between consecutive chunks and ``document[start_char:end_char] == text``.
 
 Cost: one tokenization of the document (for token offsets) plus one batched count of the
