@@ -103,7 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown families {unknown}; valid: {', '.join(FAMILIES)}", file=sys.stderr)
         return 2
-    out = measure(families, [int(x) for x in args.lengths.split(",")], args.n, args.chunk_tokens)
+    try:
+        lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
+    except ValueError:
+        lengths = []
+    if not lengths or min(lengths) < 200 or args.n < 1 or args.chunk_tokens < 1:
+        print(f"--lengths {args.lengths!r} (token counts of at least 200, e.g. 4096,8192), "
+              f"--n {args.n} and --chunk-tokens {args.chunk_tokens} (at least 1)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    out = measure(families, lengths, args.n, args.chunk_tokens)
     print(table(out))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")

@@ -26,3 +26,9 @@ def test_the_clause_level_keeps_every_kv_pair_whole(tmp_path, capsys):
 def test_an_unknown_family_is_one_line(capsys):
     assert load_bench("chunk_boundaries").main(["--families", "nope"]) == 2
     assert "unknown families ['nope']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--lengths", "4K"], ["--lengths", ""], ["--n", "0"]])
+def test_bad_lengths_or_counts_are_one_line(argv, capsys):
+    assert load_bench("chunk_boundaries").main(["--families", "kv_retrieval", *argv]) == 2
+    assert "--lengths" in capsys.readouterr().err
