@@ -35,6 +35,27 @@ class Shared:
         pass
 
 
+def spans_overlap(span, spans):
+    return any(s < span[1] and span[0] < e for s, e in spans)
+
+
+def texts_of(r, context):
+    return [context[r["id"]][s:e] for s, e in r["audit"]["evidence"]["spans"]]
+
+
+def gold_of(r):
+    gt = r["ground_truth"]
+    gt = gt.get("answer", gt) if isinstance(gt, dict) else gt
+    return gt[0] if isinstance(gt, list) else gt
+
+
+def contexts(llm, data, limit, task="passkey"):
+    bench = get_benchmark("infinitebench")
+    loaded = bench.load(task, bench.parse_data(data), limit=limit, revision=None, seed=0,
+                        count_tokens=llm.count_tokens)  # fmt: skip
+    return {ex["id"]: ex["context"] for ex in loaded.examples}
+
+
 @pytest.mark.slow
 def test_standard_evidence_truncated_exactly_where_the_prompt_lacks_it(embedded_llm, tmp_path):
     out = tmp_path / "std"
@@ -50,19 +71,12 @@ def test_standard_evidence_truncated_exactly_where_the_prompt_lacks_it(embedded_
         output=str(out),
     )
     res = run_eval(cfg, llm=embedded_llm, progress=False)
-    bench = get_benchmark("infinitebench")
-    data = bench.load(
-        "passkey", bench.parse_data("synthetic:1200"), limit=4, revision=None, seed=0,
-        count_tokens=embedded_llm.count_tokens,
-    )  # fmt: skip
-    context = {ex["id"]: ex["context"] for ex in data.examples}
+    context = contexts(embedded_llm, "synthetic:1200", 4)
     recs = lines(out / "predictions/passkey.jsonl")
     missing = []
     for r in recs:
         assert r["stats"]["document_truncated"]  # the window is shorter than every document
-        spans = r["audit"]["evidence"]["spans"]
-        text = [context[r["id"]][s:e] for s, e in spans]
-        in_prompt = all(t in r["prompt"] for t in text)
+        in_prompt = all(t in r["prompt"] for t in texts_of(r, context))
         assert r["audit"]["in_prompt"] is in_prompt
         if not in_prompt:
             missing.append(r["id"])
@@ -100,30 +114,8 @@ def test_mapreduce_eval_audit_funnel_adds_up(embedded_llm, tmp_path, monkeypatch
             maps = [e for e in r["trace"] if e["stage"] == "map"]
             assert len(maps) >= 2 and a["holders"]
             held = [m["inputs"][0] for m in maps
-                    if any(s < m["output"]["span"][1] and m["output"]["span"][0] < e
-                           for s, e in a["evidence"]["spans"])]  # fmt: skip
+                    if spans_overlap(m["output"]["span"], a["evidence"]["spans"])]  # fmt: skip
             assert a["holders"] == held
-
-
-def spans_overlap(span, spans):
-    return any(s < span[1] and span[0] < e for s, e in spans)
-
-
-def texts_of(r, context):
-    return [context[r["id"]][s:e] for s, e in r["audit"]["evidence"]["spans"]]
-
-
-def gold_of(r):
-    gt = r["ground_truth"]
-    gt = gt.get("answer", gt) if isinstance(gt, dict) else gt
-    return gt[0] if isinstance(gt, list) else gt
-
-
-def contexts(llm, data, limit, task="passkey"):
-    bench = get_benchmark("infinitebench")
-    loaded = bench.load(task, bench.parse_data(data), limit=limit, revision=None, seed=0,
-                        count_tokens=llm.count_tokens)  # fmt: skip
-    return {ex["id"]: ex["context"] for ex in loaded.examples}
 
 
 @pytest.mark.slow
