@@ -57,8 +57,9 @@ from typing import Any
 
 import numpy as np
 
+from chunkwise.benchmarks.evidence import overlaps
 from chunkwise.data.families import HELDOUT_FAMILY, HELDOUT_SEED, get_family
-from chunkwise.data.families.wordings import SELECTIONS
+from chunkwise.data.families.wordings import CONFLICT_KINDS, SELECTIONS
 from chunkwise.eval.plots import interval_bars
 from chunkwise.experiments.ledger import Ledger, ledger_key
 from chunkwise.llm import load_llm
@@ -181,7 +182,7 @@ def empty_parts(doc: Any, trace: list[Any]) -> dict[str, int] | None:
             continue
         maps += 1
         start, end = e["output"]["span"]
-        if any(s < end and start < t for s, t in spans):
+        if any(overlaps(span, start, end) for span in spans):
             continue
         counts["parts"] += 1
         if e["output"].get("no_information"):
@@ -234,7 +235,7 @@ def template_summary(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if not ids:
             continue
         for slot, tid in ids.items():
-            name = "weak" if slot in ("hedged", "unreliable", "retracted") else slot
+            name = "weak" if slot in CONFLICT_KINDS and slot != "plain" else slot
             if name in TEMPLATE_SLOTS:
                 groups.setdefault(f"{name}/{tid}", []).append(i)
     out: dict[str, dict[str, Any]] = {}
@@ -511,8 +512,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if source_summary(row.get("sources") or []):
                         cells[row["cell"]]["source_confidence"] = source_summary(row["sources"])
                         cells[row["cell"]]["sources"] = row["sources"]
-                    if empty_summary(row.get("empty_parts") or []):
-                        cells[row["cell"]]["no_information"] = empty_summary(row["empty_parts"])
+                    if quiet := empty_summary(row.get("empty_parts") or []):
+                        cells[row["cell"]]["no_information"] = quiet
                         cells[row["cell"]]["empty_parts"] = row["empty_parts"]
         if not cells:
             continue
