@@ -509,8 +509,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "code": row.get("code"),
                         "predictions": row["predictions"] if args.keep_predictions else None,
                     }
-                    if source_summary(row.get("sources") or []):
-                        cells[row["cell"]]["source_confidence"] = source_summary(row["sources"])
+                    if found := source_summary(row.get("sources") or []):
+                        cells[row["cell"]]["source_confidence"] = found
                         cells[row["cell"]]["sources"] = row["sources"]
                     if quiet := empty_summary(row.get("empty_parts") or []):
                         cells[row["cell"]]["no_information"] = quiet
