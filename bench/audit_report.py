@@ -3,8 +3,9 @@ lengths of several ``chunkwise eval --audit --lengths ...`` sweeps, in one JSON,
 arm and task, and one stacked-bar PNG (issue #48, item 6).
 
 Each ``--arm LABEL=FOLDER`` is a sweep's output folder (``lengths.json`` and ``len-<tokens>/``
-run folders, each with ``results.json`` holding an ``audit`` block). Nothing is evaluated here:
-run the sweeps first, e.g.::
+run folders, each with ``results.json`` holding an ``audit`` block) or one ``chunkwise eval
+--audit`` run folder (its ``results.json``: one length per task, the one its data was built at,
+and no effective length). Nothing is evaluated here: run the sweeps first, e.g.::
 
     .venv-vllm/bin/chunkwise eval --model vllm:default-mr --strategy mapreduce \\
         --benchmark generated --tasks kv_retrieval --data heldout:4000 --lengths 4K,8K,16K,32K \\
@@ -70,12 +71,45 @@ def _point(results: dict[str, Any], task: str, length: int) -> dict[str, Any] | 
     }
 
 
+def _single_run(label: str, folder: Path) -> dict[str, Any]:
+    """An arm that is one eval run, not a sweep: each task is one point at the length its data
+    was built at (``configs.<task>.data.length``); a task whose data has no length is refused."""
+    results = _read(folder / "results.json", "results.json of an eval run")
+    config = results.get("config") or {}
+    points: dict[str, list[dict[str, Any]]] = {}
+    for task in results.get("results", {}):
+        length = ((results.get("configs") or {}).get(task, {}).get("data") or {}).get("length")
+        if not isinstance(length, int):
+            raise SystemExit(
+                f"--arm {label}={folder}: {task}'s data has no length (give a --lengths sweep)"
+            )
+        point = _point(results, task, length)
+        if point is not None:
+            points[task] = [point]
+    return {
+        "label": label,
+        "model": config.get("model"),
+        "strategy": config.get("strategy"),
+        "benchmark": config.get("benchmark"),
+        "data": config.get("data"),
+        "lengths": sorted({p["length"] for pts in points.values() for p in pts}),
+        "thresholds": {},
+        "points": points,
+        "effective_length": {},
+    }
+
+
 def collect(label: str, folder: Path) -> dict[str, Any]:
     """One arm: its model, strategy, data, per task the points in length order, and the
-    effective lengths its ``lengths.json`` computed."""
+    effective lengths its ``lengths.json`` computed (none for a single run)."""
     lengths_file = folder / "lengths.json"
     if not lengths_file.is_file():
-        raise SystemExit(f"--arm {label}={folder}: no lengths.json (run the --lengths sweep)")
+        if (folder / "results.json").is_file():
+            return _single_run(label, folder)
+        raise SystemExit(
+            f"--arm {label}={folder}: no lengths.json and no results.json "
+            "(give a --lengths sweep's folder or one eval run's)"
+        )
     report = _read(lengths_file, "lengths.json of a --lengths sweep")
     missing = [k for k in ("lengths", "runs", "tasks", "strategy") if k not in report]
     if missing:
@@ -151,8 +185,8 @@ def table(out: dict[str, Any]) -> str:
             parts.append(title + "\n\n" + "\n".join(rows))
     names = sorted({name for arm in out["arms"] for name in arm["thresholds"]})
     if names:
-        first = out["arms"][0]["thresholds"]
-        heads = [f"effective length ({n} > {first.get(n, '?')})" for n in names]
+        given = {n: v for arm in out["arms"] for n, v in arm["thresholds"].items()}
+        heads = [f"effective length ({n} > {given[n]})" for n in names]
         rows = [
             "| arm | task | " + " | ".join(heads) + " |",
             "|---|---|" + "---:|" * len(names),

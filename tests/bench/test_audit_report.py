@@ -74,8 +74,35 @@ def test_a_funnel_that_does_not_add_up_is_refused(sweep, tmp_path):
     (broken / "len-512" / "results.json").write_text(json.dumps(results))
     with pytest.raises(SystemExit, match="does not add up"):
         bench.main(["--arm", f"x={broken}"])
-    with pytest.raises(SystemExit, match="no lengths.json"):
+    with pytest.raises(SystemExit, match="no lengths.json and no results.json"):
         bench.main(["--arm", f"y={tmp_path / 'nothing'}"])
+
+
+def test_one_eval_run_is_an_arm_of_one_length_beside_a_sweep(sweep, tmp_path):
+    """A plain `chunkwise eval --audit` folder (no sweep) is read at its data's length, with
+    no effective length; beside a sweep, the sweep's effective-length rows are unchanged."""
+    from bench_loader import load_bench
+
+    bench = load_bench("audit_report")
+    single = sweep / "len-2048"
+    out = bench.main(["--arm", f"one={single}", "--arm", f"std={sweep}"])
+    one, std = out["arms"]
+    run = json.loads((single / "results.json").read_text())
+    assert one["lengths"] == [run["configs"]["passkey"]["data"]["length"]]
+    (point,) = one["points"]["passkey"]
+    assert point["funnel"] == run["audit"]["passkey"]["funnel"]
+    assert point["score"] == run["results"]["passkey"]["score"]
+    assert one["effective_length"] == {} and one["thresholds"] == {}
+    text = bench.table(out)
+    assert "**one** (standard, scripted:passkey), passkey:" in text
+    assert "| one | passkey |" not in text and "| std | passkey |" in text
+    assert "effective length (user > 50.0)" in text
+    run["configs"]["passkey"]["data"].pop("length")
+    broken = tmp_path / "nolength"
+    broken.mkdir()
+    (broken / "results.json").write_text(json.dumps(run))
+    with pytest.raises(SystemExit, match="data has no length"):
+        bench.main(["--arm", f"x={broken}"])
 
 
 @pytest.mark.parametrize(
