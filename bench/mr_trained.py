@@ -14,7 +14,11 @@ training record uses, data/families/wordings.yaml), and ``original`` the wording
 (what adapters trained before it saw). On conflicting evidence each mapreduce arm also reports
 the map's confidence by source: the mean confidence of the findings naming the plain
 statement's answer and of those naming the weak source's, and the share of documents where the
-plain one scores higher (:func:`source_summary`).
+plain one scores higher (:func:`source_summary`). On every family whose evidence is whole
+statements (the retrieval families, conflicting, extractive_qa) each mapreduce arm reports how
+the map treats the parts that hold none of it: the share that said NO INFORMATION (issue #49's
+goal: >= 90%) and how many findings from them survived every decode-time check
+(:func:`empty_parts`).
 
     flock /tmp/chunkwise-cpu.lock .venv/bin/python bench/mr_trained.py --n 50 \\
         --lengths 4000,8000,16000,32000,64000 --out runs/bench/mr_trained
@@ -63,6 +67,8 @@ from chunkwise.tables import estimate, markdown_table
 from chunkwise.train.runinfo import git_sha
 
 RETRIEVAL = ("passkey", "number_string", "kv_retrieval")
+#: families whose documents list all their evidence (the others' evidence is every chunk's own)
+WHOLE_EVIDENCE = (*RETRIEVAL, "conflicting", "extractive_qa")
 DEFAULT_FAMILIES = (*RETRIEVAL, "math_find", "multihop", "conflicting", "extractive_qa")
 #: bootstrap resamples of every interval here
 ROUNDS = 2000
@@ -156,6 +162,54 @@ def source_summary(per_doc: list[dict[str, float | None] | None]) -> dict[str, A
         "right_higher_ci95": summarize(both)["ci95"] if both else None,
         "right_higher_all": summarize(every)["accuracy"],
         "right_higher_all_ci95": summarize(every)["ci95"],
+    }
+
+
+def empty_parts(doc: Any, trace: list[Any]) -> dict[str, int] | None:
+    """The map calls on parts that hold none of ``doc``'s evidence: how many (``parts``), how
+    many said NO INFORMATION (``said_none``), and how many of the others' findings survived every
+    decode-time check (``kept``: distractors that reach the reduce). None when the trace has no
+    map call with a chunk span (standard decoding, an older trace)."""
+    spans = [(ev.start, ev.end) for ev in doc.evidence]
+    counts = {"parts": 0, "said_none": 0, "kept": 0}
+    maps = 0
+    for event in trace:
+        e = event if isinstance(event, dict) else event.to_dict()
+        if e["stage"] != "map" or "span" not in e["output"]:
+            continue
+        maps += 1
+        start, end = e["output"]["span"]
+        if any(s < end and start < t for s, t in spans):
+            continue
+        counts["parts"] += 1
+        if e["output"].get("no_information"):
+            counts["said_none"] += 1
+        elif not e["output"].get("dropped"):
+            counts["kept"] += 1
+    return counts if maps else None
+
+
+def empty_summary(per_doc: list[dict[str, int] | None]) -> dict[str, Any] | None:
+    """:func:`empty_parts` over documents: the share of answer-free parts that said NO
+    INFORMATION, with a 95% interval from resampling documents (a document's parts are not
+    independent), and the findings kept per document."""
+    docs = [d for d in per_doc if d is not None and d["parts"]]
+    if not docs:
+        return None
+    parts = np.array([d["parts"] for d in docs], dtype=float)
+    said = np.array([d["said_none"] for d in docs], dtype=float)
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, len(docs), size=(ROUNDS, len(docs)))
+    ratios = said[picks].sum(axis=1) / parts[picks].sum(axis=1)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return {
+        "docs": len(docs),
+        "parts": int(parts.sum()),
+        "said_none": int(said.sum()),
+        "share": round(100 * float(said.sum() / parts.sum()), 2),
+        "ci95": _points((float(low), float(high))),
+        "kept": sum(d["kept"] for d in docs),
+        "kept_per_doc": round(sum(d["kept"] for d in docs) / len(docs), 3),
     }
 
 
@@ -375,6 +429,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 }
                 if fam == "conflicting":
                     row["sources"] = source_confidences(ds[i], ans.trace)
+                if fam in WHOLE_EVIDENCE:
+                    row["empty_parts"] = empty_parts(ds[i], ans.trace)
                 rows[i] = done.put(_doc_key(key, i), row)  # a crash loses only those in flight
             ordered = [rows[i] for i in range(len(ds))]
             scores = [r["score"] for r in ordered]
@@ -386,6 +442,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "scores": scores,
                     "predictions": [r["prediction"] for r in ordered],
                     "sources": [r.get("sources") for r in ordered],
+                    "empty_parts": [r.get("empty_parts") for r in ordered],
                     "seconds": _cell_seconds(ordered),
                     "code": code,
                 },
@@ -413,9 +470,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if source_summary(row.get("sources") or []):
                         cells[row["cell"]]["source_confidence"] = source_summary(row["sources"])
                         cells[row["cell"]]["sources"] = row["sources"]
+                    if empty_summary(row.get("empty_parts") or []):
+                        cells[row["cell"]]["no_information"] = empty_summary(row["empty_parts"])
+                        cells[row["cell"]]["empty_parts"] = row["empty_parts"]
         if not cells:
             continue
-        per_family, by_source = {}, {}
+        per_family, by_source, empty = {}, {}, {}
         for tpl in selections:
             for fam in families:
                 got = [cells.get(cell_name(fam, L, tpl)) for L in lengths]
@@ -425,6 +485,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 found = source_summary([x for c in got if c for x in c.get("sources", [])])
                 if found:
                     by_source[family_label(fam, tpl)] = found
+                quiet = empty_summary([x for c in got if c for x in c.get("empty_parts", [])])
+                if quiet:
+                    empty[family_label(fam, tpl)] = quiet
         out["arms"][a["name"]] = {
             "model": a["model"],
             "strategy": a["strategy"],
@@ -432,6 +495,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "cells": cells,
             "families": per_family,
             "source_confidence": by_source,
+            "no_information": empty,
         }
         out["seconds"][a["name"]] = round(sum(c["seconds"] for c in cells.values()), 1)
     out["code"] = code_versions(out)
@@ -529,6 +593,8 @@ def table(out: dict[str, Any]) -> str:
         lines += ["", markdown_table(rows, head, align="llrr")]
     if any(a.get("source_confidence") for a in arms):
         lines += ["", sources_table(out)]
+    if any(a.get("no_information") for a in arms):
+        lines += ["", empty_table(out)]
     if len(out.get("code", {})) > 1:  # cells answered by different code: check none is stale
         versions = ", ".join(f"{v} ({k} cells)" for v, k in out["code"].items())
         lines.append(f"\nWarning: these cells were answered by {len(out['code'])} commits: "
@@ -560,6 +626,23 @@ def sources_table(out: dict[str, Any]) -> str:
             "plain higher, both found [95%] (n)", "plain higher, all docs [95%]"]  # fmt: skip
     return markdown_table(rows, head, align="llrrrrr") + (
         "\n\nconfidence of the map's findings naming each source's value (highest per document)"
+    )
+
+
+def empty_table(out: dict[str, Any]) -> str:
+    """Parts holding none of the evidence: per arm and family row, the share whose map said NO
+    INFORMATION and the findings from them that survived the decode-time checks."""
+    rows = [
+        [name, label, s["docs"], s["parts"], estimate(s["share"], *s["ci95"]),
+         f"{s['kept']} ({s['kept_per_doc']})"]
+        for name, arm in out["arms"].items()
+        for label, s in (arm.get("no_information") or {}).items()
+    ]  # fmt: skip
+    head = ["arm", "family", "docs", "answer-free parts", "said NO INFORMATION [95%]",
+            "findings kept (per doc)"]  # fmt: skip
+    return markdown_table(rows, head, align="llrrrr") + (
+        "\n\nmap calls on parts holding none of the document's evidence; the interval resamples "
+        "documents"
     )
 
 

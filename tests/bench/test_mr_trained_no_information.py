@@ -1,0 +1,82 @@
+"""bench/mr_trained.py's report on parts that hold none of the evidence: the share whose map
+said NO INFORMATION (issue #49's goal: >= 90%) and the findings from them that were kept."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench_loader import load_bench
+from chunkwise.data.families import Doc, Evidence
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def part(span: tuple[int, int], answer: str | None, dropped: str | None = None) -> dict:
+    out = {"answer": answer, "confidence": 5.0, "no_information": answer is None, "span": span}
+    if dropped:
+        out["dropped"] = dropped
+    return {"stage": "map", "inputs": [span[0]], "output": out}
+
+
+def test_empty_parts_counts_only_the_parts_without_evidence():
+    bench = load_bench("mr_trained")
+    doc = Doc(
+        "k", "kv_retrieval", "x" * 400, "q", "v", evidence=[Evidence(150, 170, "direct", "t", "v")]
+    )
+    trace = [
+        part((0, 100), None),  # answer-free, quiet
+        part((100, 160), "v"),  # holds the start of the evidence: not counted
+        part((160, 260), None),  # holds its end: not counted
+        part((260, 330), "the key"),  # answer-free, a finding that was kept (a distractor)
+        part((330, 400), "the key", dropped="question_echo"),  # answer-free, dropped by a check
+        {"stage": "reduce", "inputs": [0], "output": {"answer": "v", "span": (0, 400)}},
+    ]
+    assert bench.empty_parts(doc, trace) == {"parts": 3, "said_none": 1, "kept": 1}
+    # standard decoding (no map call with a span) has no parts to count
+    assert bench.empty_parts(doc, [{"stage": "answer", "inputs": [], "output": {}}]) is None
+
+
+def test_empty_summary_pools_parts_and_resamples_documents():
+    bench = load_bench("mr_trained")
+    per_doc = [
+        {"parts": 8, "said_none": 8, "kept": 0},
+        {"parts": 2, "said_none": 0, "kept": 2},
+        {"parts": 0, "said_none": 0, "kept": 0},  # every part held evidence: no say
+        None,  # not a mapreduce trace
+    ]
+    s = bench.empty_summary(per_doc)
+    assert (s["docs"], s["parts"], s["said_none"], s["kept"]) == (2, 10, 8, 2)
+    assert s["share"] == 80.0  # pooled over parts, not the mean of 100% and 0%
+    assert s["ci95"][0] < 80.0 < s["ci95"][1] <= 100.0
+    assert s["kept_per_doc"] == 1.0
+    assert bench.empty_summary([None]) is None
+    out = {"arms": {"mr/mapreduce": {"no_information": {"kv_retrieval": s}}}}
+    assert "| mr/mapreduce | kv_retrieval | 2 | 10 | 80" in bench.empty_table(out)
+
+
+@pytest.mark.slow
+def test_a_run_reports_no_information_per_family_and_arm(tmp_path):
+    """A scripted run: the reader answers a pass key where one is and "I don't know." elsewhere:
+    not the protocol's NO INFORMATION, so no answer-free part counts as saying it, and with no
+    grounding check every such reply reaches the reduce as a finding. Standard decoding
+    reports nothing."""
+    out = tmp_path / "b"
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "mr_trained.py"), "--base", "scripted:passkey",
+         "--mr", "scripted:passkey", "--mr-args", "prompts=chat,chunk_tokens=200", "--families",
+         "passkey", "--lengths", "1200", "--n", "2", "--arms", "base/standard,mr/mapreduce",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((out / "results.json").read_text())
+    s = res["arms"]["mr/mapreduce"]["no_information"]["passkey"]
+    assert s["docs"] == 2 and s["parts"] >= 4 and s["share"] == 0.0
+    assert s["kept"] == s["parts"] and s["kept_per_doc"] == s["parts"] / 2
+    assert not res["arms"]["base/standard"].get("no_information")
+    assert "said NO INFORMATION" in (out / "table.md").read_text()
