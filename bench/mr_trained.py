@@ -18,7 +18,9 @@ plain one scores higher (:func:`source_summary`). On every family whose evidence
 statements (the retrieval families, conflicting, extractive_qa) each mapreduce arm reports how
 the map treats the parts that hold none of it: the share that said NO INFORMATION (issue #49's
 goal: >= 90%) and how many findings from them survived every decode-time check
-(:func:`empty_parts`).
+(:func:`empty_parts`). Each arm also reports accuracy per template (:func:`template_summary`):
+per question template and needle ending, and on conflicting per weak-source template with its
+mean confidence, so a held-out cell's loss can be traced to the wordings that cause it.
 
     flock /tmp/chunkwise-cpu.lock .venv/bin/python bench/mr_trained.py --n 50 \\
         --lengths 4000,8000,16000,32000,64000 --out runs/bench/mr_trained
@@ -211,6 +213,43 @@ def empty_summary(per_doc: list[dict[str, int] | None]) -> dict[str, Any] | None
         "kept": sum(d["kept"] for d in docs),
         "kept_per_doc": round(sum(d["kept"] for d in docs) / len(docs), 3),
     }
+
+
+#: the slots a per-template report follows (conflicting's weak statement is its document's
+#: ``meta["weak"]`` kind: hedged, unreliable or retracted)
+TEMPLATE_SLOTS = ("question", "needle", "weak")
+
+
+def template_summary(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Accuracy per template over finished cells (ledger rows with ``scores``, ``templates``
+    and, on conflicting, ``sources`` per document): ``{"question/kv-q1": {"n", "accuracy"}}``
+    over the documents whose template ids were recorded (``meta["template_ids"]``; conflicting's
+    hedged, unreliable or retracted statement is its ``weak`` slot). A weak template also has
+    ``weak_mean``, the mean map confidence of its findings where one was found (``weak_n``)."""
+    scores = [x for c in cells for x in c["scores"]]
+    templates = [x for c in cells for x in c["templates"]]
+    sources = [x for c in cells for x in (c.get("sources") or [None] * len(c["scores"]))]
+    groups: dict[str, list[int]] = {}
+    for i, ids in enumerate(templates):
+        if not ids:
+            continue
+        for slot, tid in ids.items():
+            name = "weak" if slot in ("hedged", "unreliable", "retracted") else slot
+            if name in TEMPLATE_SLOTS:
+                groups.setdefault(f"{name}/{tid}", []).append(i)
+    out: dict[str, dict[str, Any]] = {}
+    for key in sorted(groups):
+        docs = groups[key]
+        row: dict[str, Any] = {
+            "n": len(docs),
+            "accuracy": round(100 * float(np.mean([scores[i] for i in docs])), 2),
+        }
+        if key.startswith("weak/"):
+            weak = [s["weak"] for i in docs if (s := sources[i]) and s.get("weak") is not None]
+            row["weak_mean"] = round(float(np.mean(weak)), 3) if weak else None
+            row["weak_n"] = len(weak)
+        out[key] = row
+    return out
 
 
 def _points(interval: tuple[float, float]) -> list[float]:
@@ -431,6 +470,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     row["sources"] = source_confidences(ds[i], ans.trace)
                 if fam in WHOLE_EVIDENCE:
                     row["empty_parts"] = empty_parts(ds[i], ans.trace)
+                row["templates"] = ds[i].meta.get("template_ids")
                 rows[i] = done.put(_doc_key(key, i), row)  # a crash loses only those in flight
             ordered = [rows[i] for i in range(len(ds))]
             scores = [r["score"] for r in ordered]
@@ -443,6 +483,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "predictions": [r["prediction"] for r in ordered],
                     "sources": [r.get("sources") for r in ordered],
                     "empty_parts": [r.get("empty_parts") for r in ordered],
+                    "templates": [r.get("templates") for r in ordered],
                     "seconds": _cell_seconds(ordered),
                     "code": code,
                 },
@@ -475,7 +516,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         cells[row["cell"]]["empty_parts"] = row["empty_parts"]
         if not cells:
             continue
-        per_family, by_source, empty = {}, {}, {}
+        per_family, by_source, empty, by_template = {}, {}, {}, {}
         for tpl in selections:
             for fam in families:
                 got = [cells.get(cell_name(fam, L, tpl)) for L in lengths]
@@ -488,6 +529,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 quiet = empty_summary([x for c in got if c for x in c.get("empty_parts", [])])
                 if quiet:
                     empty[family_label(fam, tpl)] = quiet
+                finished = [done.get(_ledger_key(a, cell_name(fam, L, tpl), args)) for L in lengths]
+                if any(r and r.get("templates") for r in finished):
+                    by_template[family_label(fam, tpl)] = template_summary(
+                        [r for r in finished if r and r.get("templates")]
+                    )
         out["arms"][a["name"]] = {
             "model": a["model"],
             "strategy": a["strategy"],
@@ -496,6 +542,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "families": per_family,
             "source_confidence": by_source,
             "no_information": empty,
+            "by_template": by_template,
         }
         out["seconds"][a["name"]] = round(sum(c["seconds"] for c in cells.values()), 1)
     out["code"] = code_versions(out)
@@ -595,6 +642,8 @@ def table(out: dict[str, Any]) -> str:
         lines += ["", sources_table(out)]
     if any(a.get("no_information") for a in arms):
         lines += ["", empty_table(out)]
+    if any(a.get("by_template") for a in arms):
+        lines += ["", template_table(out)]
     if len(out.get("code", {})) > 1:  # cells answered by different code: check none is stale
         versions = ", ".join(f"{v} ({k} cells)" for v, k in out["code"].items())
         lines.append(f"\nWarning: these cells were answered by {len(out['code'])} commits: "
@@ -643,6 +692,22 @@ def empty_table(out: dict[str, Any]) -> str:
     return markdown_table(rows, head, align="llrrrr") + (
         "\n\nmap calls on parts holding none of the document's evidence; the interval resamples "
         "documents"
+    )
+
+
+def template_table(out: dict[str, Any]) -> str:
+    """Accuracy per template, per arm and family row (:func:`template_summary`)."""
+    rows = [
+        [name, label, key, t["n"], t["accuracy"],
+         "" if t.get("weak_mean") is None else f"{t['weak_mean']} ({t['weak_n']})"]
+        for name, arm in out["arms"].items()
+        for label, per in (arm.get("by_template") or {}).items()
+        for key, t in per.items()
+    ]  # fmt: skip
+    head = ["arm", "family", "slot/template", "docs", "accuracy", "weak: mean conf. (n)"]
+    return markdown_table(rows, head, align="lllrrr") + (
+        "\n\nper template of the documents' wording (data/families/wordings.yaml); few documents "
+        "each, so read it for where a loss concentrates, not as estimates"
     )
 
 

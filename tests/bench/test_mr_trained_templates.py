@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench_loader import load_bench
-from chunkwise.data.families import Doc, Evidence
+from chunkwise.data.families import Doc, Evidence, wordings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,6 +73,36 @@ def test_source_summary_means_and_the_share_where_the_plain_source_wins():
     assert "| mr/mapreduce | conflicting | 5 | 4.0 (4) | 2.5 (4) |" in md
 
 
+def test_template_summary_groups_documents_by_the_wording_they_were_given():
+    bench = load_bench("mr_trained")
+    cells = [
+        {
+            "scores": [1.0, 0.0, 0.0],
+            "templates": [
+                {"question": "cf-q0", "plain": "cf-memo-p0", "retracted": "cf-memo-r0"},
+                {"question": "cf-q0", "plain": "cf-memo-p1", "hedged": "cf-memo-h0"},
+                {"question": "cf-q1", "plain": "cf-memo-p0", "retracted": "cf-memo-r0"},
+            ],
+            "sources": [
+                {"plain": 5.0, "weak": 1.0},
+                {"plain": 5.0, "weak": 5.0},
+                {"plain": 5.0, "weak": 4.0},
+            ],
+        },
+        {"scores": [1.0], "templates": [None], "sources": [None]},  # an older ledger row
+    ]
+    t = bench.template_summary(cells)
+    assert t["question/cf-q0"] == {"n": 2, "accuracy": 50.0}
+    assert t["question/cf-q1"] == {"n": 1, "accuracy": 0.0}
+    assert t["weak/cf-memo-r0"] == {"n": 2, "accuracy": 50.0, "weak_mean": 2.5, "weak_n": 2}
+    assert t["weak/cf-memo-h0"]["weak_mean"] == 5.0
+    assert not any(k.startswith("plain/") for k in t)  # the plain statement is not a slot here
+    out = {"arms": {"mr/mapreduce": {"by_template": {"conflicting": t}}}}
+    assert "| mr/mapreduce | conflicting | weak/cf-memo-r0 | 2 | 50.0 | 2.5 (2) |" in (
+        bench.template_table(out)
+    )
+
+
 def test_cell_names_and_template_options():
     bench = load_bench("mr_trained")
     assert bench.cell_name("kv_retrieval", 4000) == "kv_retrieval@4000"
@@ -111,6 +141,14 @@ def test_seen_and_held_out_template_cells_are_reported_apart(tmp_path):
     )
     md = (out / "table.md").read_text()
     assert "| passkey:heldout-templates |" in md
+    # accuracy per template: each cell's documents are reported under their own selection's ids
+    by = mr["by_template"]
+    held = {t.id for t in wordings.all_templates() if t.split == "heldout"}
+    for label, per in by.items():
+        ids = {k.split("/", 1)[1] for k in per}
+        assert ids and (ids <= held if label.endswith(":heldout-templates") else not ids & held)
+    assert any(k.startswith("weak/cf-inquiry-") for k in by["conflicting:heldout-templates"])
+    assert sum(t["n"] for k, t in by["passkey"].items() if k.startswith("question/")) == 2
     # the cells' documents differ in wording only, so each is keyed by its own documents
     rows = [json.loads(x) for x in (out / "cells.jsonl").read_text().splitlines()]
     assert len({r["key"] for r in rows if "arm" in r}) == 10
