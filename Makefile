@@ -120,6 +120,10 @@ DEFAULT_MR_EXTRACTIVE_REDUCE_N ?= 12
 # finding per extractive document, 36 in all, and three seeds scored 20, 2 and 16: 12 more
 # documents per length, seed 2, map and reduce both taught
 DEFAULT_MR_EXTRACTIVE_N ?= 12
+# conflicting's lesson is the source, not the wording: 12 documents over its eight training
+# styles (data/families/wordings.yaml) are one or two per style and weak kind, so 36 more per
+# length, seed 1, map and reduce both taught
+DEFAULT_MR_CONFLICTING_N ?= 36
 # the training loop's seed (LoRA init, pack order); the data does not depend on it. A second
 # seed measures run-to-run noise: make default-mr DEFAULT_MR_SEED=1 DEFAULT_MR_INSTALL=0 ...
 DEFAULT_MR_SEED ?= 0
@@ -147,9 +151,11 @@ default-mr: install
 	  --n $(DEFAULT_MR_EXTRACTIVE_REDUCE_N) --seed 1 --families extractive_qa
 	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/extractive \
 	  --n $(DEFAULT_MR_EXTRACTIVE_N) --seed 2 --families extractive_qa
+	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/conflicting \
+	  --n $(DEFAULT_MR_CONFLICTING_N) --seed 1 --families conflicting
 	WANDB_MODE=offline $(BIN)/accelerate launch --cpu --num_processes 1 --num_machines 1 \
 	  --mixed_precision no --dynamo_backend no train/sft.py recipes/embedded/default-mr.yaml \
-	  --data.paths='[$(DEFAULT_MR_OUT)/synth/retrieval/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/reasoning/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/kv/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/extractive/data/oracle.jsonl]' \
+	  --data.paths='[$(DEFAULT_MR_OUT)/synth/retrieval/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/reasoning/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/kv/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/extractive/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/conflicting/data/oracle.jsonl]' \
 	  --data.reduce_only_paths='[$(DEFAULT_MR_OUT)/synth/multihop-reduce/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/extractive-reduce/data/oracle.jsonl]' \
 	  --output_dir=$(DEFAULT_MR_OUT)/train --train.precision=$(TRAIN_PRECISION) \
 	  --train.seed=$(DEFAULT_MR_SEED) --train.lr=$(DEFAULT_MR_LR)

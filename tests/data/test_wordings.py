@@ -50,7 +50,7 @@ def test_every_template_is_used_and_its_evidence_is_an_exact_span(family, templa
     """Documents of several seeds until every template of the selection has worded one: each
     evidence span is the document's own text, each template id recorded is of the selection."""
     docs: list[Doc] = []
-    for seed in range(40):
+    for seed in range(200):  # conflicting: 8 styles x 4 kinds, a few seeds per template
         docs += make(family, seed, templates)
         if _used(docs) >= _wanted(family, templates):
             break
@@ -198,6 +198,23 @@ def test_the_shipped_adapters_template_table_is_todays_wordings():
     import json
 
     assert json.loads(published.read_text())["families"] == wordings.summary()["families"]
+
+
+def test_no_training_template_uses_a_held_out_reliability_cue():
+    """The held-out conflicting style's cue words (retracted, unreliable, ...) are in no
+    training template, and the loader refuses a table where one is."""
+    heldout = [t for t in wordings.all_templates() if t.style and t.split == "heldout"]
+    words = {w for t in heldout for w in re.findall(r"[a-z]+", t.text.lower())}
+    assert set(wordings.HELDOUT_CUES) <= words  # each cue is the held-out style's own
+    for t in wordings.all_templates():
+        if t.split == "train":
+            assert not set(re.findall(r"[a-z]+", t.text.lower())) & set(wordings.HELDOUT_CUES)
+    table = {"conflicting": {"retracted": [
+        wordings.Template("x-r0", "train", "A memo put the {thing}'s code at {code}."),
+        wordings.Template("x-r1", "train", "The memo giving {code} for the {thing} was retracted."),
+    ]}}  # fmt: skip
+    with pytest.raises(BadInput, match=r"x-r1: a training template uses the held-out cue"):
+        wordings._check(table)
 
 
 def test_a_bad_selection_is_refused_in_one_line():

@@ -43,6 +43,14 @@ FIELDS: dict[str, tuple[str, ...]] = {
 }
 #: families whose question quotes its field (anchor_quotes keys on quoted phrases)
 _QUOTED = {"kv_retrieval": "key", "extractive_qa": "prefix"}
+#: the held-out conflicting style's words for who is (un)reliable and what was withdrawn: no
+#: training template may use one, so the held-out cell asks whether reliability is read from
+#: words the adapter never met in this task (words, matched whole, lower case)
+HELDOUT_CUES = (
+    "retracted", "unreliable", "untrustworthy", "committee", "inquiry", "witness", "testified",
+    "judged", "certifies", "inspectorate", "auditors", "tentatively", "verification", "draft",
+    "interim", "unsigned",
+)  # fmt: skip
 _FIELD = re.compile(r"\{(\w*)\}")
 
 
@@ -173,6 +181,10 @@ def _check(table: dict[str, dict[str, list[Template]]]) -> None:
                 if t.split == "heldout" and (len(mark) < 12 or any(mark in x for x in trained)):
                     raise BadInput(f"wordings.yaml: {t.id}: its distinctive text {mark!r} is "
                                    "short or also in a training template")  # fmt: skip
+                cues = set(re.findall(r"[a-z]+", t.text.lower())) & set(HELDOUT_CUES)
+                if t.split == "train" and cues:
+                    raise BadInput(f"wordings.yaml: {t.id}: a training template uses the "
+                                   f"held-out cue(s) {sorted(cues)}")  # fmt: skip
 
 
 def check_selection(templates: str) -> str:
