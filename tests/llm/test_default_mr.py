@@ -81,7 +81,19 @@ def test_install_copies_the_adapter_and_its_decoding_options(tmp_path, monkeypat
     (run / "recipe.yaml").write_text(
         "data:\n  window: 4096\n  mapreduce: {prompts: chat, chunk_tokens: 1000}\n"
     )
+    (run / "train_info.json").write_text(json.dumps({
+        "recipe": {"output_dir": str(tmp_path / "runs/x/train"),
+                   "data": {"paths": [str(tmp_path / "runs/x/a.jsonl"), "/elsewhere/b.jsonl"]}},
+        "steps": 3,
+    }))  # fmt: skip
+    monkeypatch.chdir(tmp_path)
     dest = default_mr.install(run, tmp_path / "pkg")
+    # paths under the checkout it was installed from are committed relative to it
+    assert json.loads((dest / "train_info.json").read_text()) == {
+        "recipe": {"output_dir": "runs/x/train",
+                   "data": {"paths": ["runs/x/a.jsonl", "/elsewhere/b.jsonl"]}},
+        "steps": 3,
+    }  # fmt: skip
     monkeypatch.setenv("CHUNKWISE_DEFAULT_MR", str(dest))
     assert default_mr.strategy_args() == {
         "grounding": True,  # decoding-only (DECODING), beside what the recipe trained with

@@ -195,6 +195,17 @@ def _save_half(src: Path, dest: Path) -> None:
     save_file(tensors, str(dest), metadata={"format": "pt"})
 
 
+def _relative_to(value: Any, root: Path) -> Any:
+    """``value`` with every string path under ``root`` made relative to it, so a committed
+    ``train_info.json`` names ``runs/...`` and not the training machine's checkout."""
+    if isinstance(value, dict):
+        return {k: _relative_to(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_relative_to(v, root) for v in value]
+    prefix = f"{root}/"
+    return value[len(prefix) :] if isinstance(value, str) and value.startswith(prefix) else value
+
+
 def install(train_dir: Path, dest: Path | None = None, name: str = NAME) -> Path:
     """Copy a finished training run's adapter into the package data (``make default-mr``,
     ``make default-coa``), with the mapreduce options of its recipe (decoding must use the
@@ -215,7 +226,8 @@ def install(train_dir: Path, dest: Path | None = None, name: str = NAME) -> Path
             shutil.copyfile(train_dir / f, dest / f)
     info = train_dir / "train_info.json"
     if info.exists():
-        shutil.copyfile(info, dest / "train_info.json")
+        data = _relative_to(json.loads(info.read_text(encoding="utf-8")), Path.cwd())
+        (dest / "train_info.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     (dest / STRATEGY_FILE).write_text(
         json.dumps({"mapreduce": mr}, indent=1) + "\n", encoding="utf-8"
     )
