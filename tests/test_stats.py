@@ -119,3 +119,18 @@ def test_corrected_level_widens_each_interval():
     assert corrected_level(95.0, 24) == pytest.approx(100 - 5 / 24)
     assert corrected_level(95.0, 1) == 95.0
     assert corrected_level(95.0, 24, "none") == 95.0
+
+
+def test_difference_interval_resamples_each_sample_on_its_own():
+    from chunkwise.stats import difference_interval
+
+    a, b = [1.0] * 45 + [0.0] * 5, [1.0] * 25 + [0.0] * 25  # 90% against 50%
+    diff, lo, hi = difference_interval(a, b)
+    assert diff == pytest.approx(0.4) and 0.2 < lo < 0.4 < hi < 0.6
+    # a sample with no spread adds none: the interval is the other one's around the difference
+    diff, lo, hi = difference_interval([1.0] * 50, [1.0] * 49 + [0.0])
+    assert diff == pytest.approx(0.02) and lo == 0.0 and hi == pytest.approx(0.06)
+    # unlike a paired interval, different sizes are fine
+    assert difference_interval([1.0, 0.0], [1.0] * 3)[0] == pytest.approx(-0.5)
+    with pytest.raises(ValueError):
+        difference_interval([], [1.0])

@@ -98,6 +98,26 @@ def paired_bootstrap(
     return PairedDifference(float(np.mean(d)), lo, hi, len(d))
 
 
+def difference_interval(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    level: float = 95.0,
+    rounds: int = BOOTSTRAP_ROUNDS,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """``mean(a) - mean(b)`` for two independent samples (different examples, e.g. a published
+    cell and a rerun on other documents), with the percentile bootstrap interval that resamples
+    each sample on its own."""
+    if len(a) == 0 or len(b) == 0:
+        raise ValueError("difference_interval: both samples need examples")
+    diffs = bootstrap_means(a, rounds=rounds, seed=seed) - bootstrap_means(
+        b, rounds=rounds, seed=seed + 1
+    )
+    lo, hi = percentile_interval(diffs, level)
+    return float(np.mean(a) - np.mean(b)), lo, hi
+
+
 def wilson_interval(successes: int, n: int, *, z: float = WILSON_Z) -> tuple[float, float]:
     """95% Wilson score interval of ``successes`` in ``n``, in percent; (0, 100) for n = 0.
     Unlike a bootstrap it stays honest at the edges: 5 of 5 gives [56.6, 100], not

@@ -93,6 +93,7 @@ def test_one_eval_run_is_an_arm_of_one_length_beside_a_sweep(sweep, tmp_path):
     assert point["funnel"] == run["audit"]["passkey"]["funnel"]
     assert point["score"] == run["results"]["passkey"]["score"]
     assert one["effective_length"] == {} and one["thresholds"] == {}
+    assert std["effective_length"]["passkey"] and std["thresholds"]
     text = bench.table(out)
     assert "**one** (standard, scripted:passkey), passkey:" in text
     assert "| one | passkey |" not in text and "| std | passkey |" in text

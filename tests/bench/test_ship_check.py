@@ -1,0 +1,83 @@
+"""bench/ship_check.py: a candidate adapter's cells against the shipped adapter's published ones
+(the committed docs/results files), judged by the 95% interval of the change."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = [ROOT / "docs/results/default-mr-4k.json", ROOT / "docs/results/default-mr-8k-16k.json"]
+
+
+def _candidate(path: Path, cells: dict[str, int]) -> Path:
+    """A results file whose cells have ``k`` correct documents of 50 (k ones, then zeros)."""
+    path.write_text(json.dumps({"arms": {"mr/mapreduce": {"cells": {
+        name: {"accuracy": 2.0 * k, "ci95": [0, 100], "n": 50,
+               "scores": [1.0] * k + [0.0] * (50 - k)}
+        for name, k in cells.items()
+    }}}}))  # fmt: skip
+    return path
+
+
+def test_each_shared_cell_is_judged_by_the_interval_of_its_change(tmp_path):
+    from bench_loader import load_bench
+
+    bench = load_bench("ship_check")
+    # shipped (transcribed, no per-document scores): kv_retrieval@4000 88, kv@16000 90,
+    # passkey@4000 and number_string@4000 100
+    cand = _candidate(tmp_path / "c.json", {
+        "kv_retrieval@4000": 50,     # +12: the interval above zero
+        "kv_retrieval@16000": 44,    # -2: within noise
+        "passkey@4000": 40,          # -20: the interval below zero
+        "number_string@4000": 49,    # -2 against 100 [100, 100]: one miss is not a drop
+        "kv_retrieval@4000:heldout-templates": 49,  # no shipped twin
+    })  # fmt: skip
+    out = bench.main(["--shipped", str(SHIPPED[0]), "--shipped", str(SHIPPED[1]),
+                      "--candidate", str(cand), "--json", str(tmp_path / "o.json")])  # fmt: skip
+    assert json.loads((tmp_path / "o.json").read_text()) == out
+    verdicts = {name: r["verdict"] for name, r in out["cells"].items()}
+    assert verdicts == {
+        "kv_retrieval@4000": "rises",
+        "kv_retrieval@16000": "within",
+        "number_string@4000": "within",
+        "passkey@4000": "drops",
+    }
+    kv = out["cells"]["kv_retrieval@4000"]
+    assert kv["change"] == 12 and 0 < kv["change_ci95"][0] < 12 < kv["change_ci95"][1]
+    assert out["drops"] == ["passkey@4000"] and out["no_drop"] is False
+    assert "number_string@8000" in out["not_run"]
+    assert out["only_candidate"] == ["kv_retrieval@4000:heldout-templates"]
+    text = bench.table(out)
+    assert "| passkey@4000 | 100 [100, 100] | 80 [" in text and "| drops |" in text
+    assert "Drops (the whole interval below zero): passkey@4000." in text
+    fine = _candidate(tmp_path / "f.json", {"passkey@4000": 50})
+    out = bench.main(["--shipped", str(SHIPPED[0]), "--candidate", str(fine)])
+    assert out["no_drop"] is True and "No cell drops" in bench.table(out)
+
+
+def test_a_transcribed_cell_is_rebuilt_only_when_its_scores_are_0_or_1():
+    from bench_loader import load_bench
+
+    bench = load_bench("ship_check")
+    assert (
+        bench.scores_of("kv_retrieval@4000", {"accuracy": 88.0, "n": 50}) == [1.0] * 44 + [0.0] * 6
+    )
+    assert bench.scores_of("variable_tracking@4000", {"accuracy": 0.0, "n": 50}) == [0.0] * 50
+    with pytest.raises(SystemExit, match="not a count"):
+        bench.scores_of("variable_tracking@4000", {"accuracy": 40.0, "n": 50})
+    with pytest.raises(SystemExit, match="not a count"):
+        bench.scores_of("multihop@4000", {"accuracy": 33.3, "n": 50})
+
+
+def test_a_cell_in_two_files_or_a_missing_arm_is_refused(tmp_path):
+    from bench_loader import load_bench
+
+    bench = load_bench("ship_check")
+    a = _candidate(tmp_path / "a.json", {"passkey@4000": 50})
+    with pytest.raises(SystemExit, match="also in another --candidate file"):
+        bench.main(["--shipped", str(SHIPPED[0]), "--candidate", str(a), "--candidate", str(a)])
+    with pytest.raises(SystemExit, match="no arm 'base/x' with cells"):
+        bench.main(["--shipped", str(SHIPPED[0]), "--candidate", str(a), "--arm", "base/x"])
