@@ -27,7 +27,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chunkwise.io import atomic_write_json
+from chunkwise.errors import BadInput
+from chunkwise.io import atomic_write_json, read_json
 from chunkwise.stats import difference_interval
 from chunkwise.tables import estimate, markdown_table
 
@@ -53,10 +54,11 @@ def _cells(paths: list[Path], arm: str, side: str) -> dict[str, dict[str, Any]]:
     cells: dict[str, dict[str, Any]] = {}
     for path in paths:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            raise SystemExit(f"{path}: not a readable results file ({e})") from None
-        got = ((data.get("arms") or {}).get(arm) or {}).get("cells")
+            data = read_json(path, "results file")
+        except BadInput as e:
+            raise SystemExit(str(e)) from None
+        arms = data.get("arms") if isinstance(data, dict) else None
+        got = ((arms if isinstance(arms, dict) else {}).get(arm) or {}).get("cells")
         if not isinstance(got, dict):
             raise SystemExit(f"{path}: no arm {arm!r} with cells (--{side})")
         for name, cell in got.items():

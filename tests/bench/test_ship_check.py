@@ -81,3 +81,11 @@ def test_a_cell_in_two_files_or_a_missing_arm_is_refused(tmp_path):
         bench.main(["--shipped", str(SHIPPED[0]), "--candidate", str(a), "--candidate", str(a)])
     with pytest.raises(SystemExit, match="no arm 'base/x' with cells"):
         bench.main(["--shipped", str(SHIPPED[0]), "--candidate", str(a), "--arm", "base/x"])
+    (tmp_path / "list.json").write_text("[1]")
+    with pytest.raises(SystemExit, match="list.json: no arm 'mr/mapreduce'"):
+        bench.main(["--shipped", str(SHIPPED[0]), "--candidate", str(tmp_path / "list.json")])
+    (tmp_path / "bad.json").write_text("{bad")
+    for path in (tmp_path / "bad.json", tmp_path / "nothing.json"):
+        with pytest.raises(SystemExit, match=path.name) as e:
+            bench.main(["--shipped", str(SHIPPED[0]), "--candidate", str(path)])
+        assert "\n" not in str(e.value)
