@@ -5,7 +5,8 @@ arm and task, and one stacked-bar PNG (issue #48, item 6).
 Each ``--arm LABEL=FOLDER`` is a sweep's output folder (``lengths.json`` and ``len-<tokens>/``
 run folders, each with ``results.json`` holding an ``audit`` block) or one ``chunkwise eval
 --audit`` run folder (its ``results.json``: one length per task, the one its data was built at,
-and no effective length). Nothing is evaluated here: run the sweeps first, e.g.::
+and no effective length). One label given with several folders is one arm (its runs at
+different lengths or tasks joined). Nothing is evaluated here: run the sweeps first, e.g.::
 
     .venv-vllm/bin/chunkwise eval --model vllm:default-mr --strategy mapreduce \\
         --benchmark generated --tasks kv_retrieval --data heldout:4000 --lengths 4K,8K,16K,32K \\
@@ -13,8 +14,9 @@ and no effective length). Nothing is evaluated here: run the sweeps first, e.g.:
     .venv/bin/python bench/audit_report.py --arm default-mr/mapreduce=runs/audit/mr \\
         --arm base/standard=runs/audit/std --json runs/audit/report.json --png runs/audit/report.png
 
-It prints the tables and, last, the JSON. ``table(out)`` renders the JSON for the docs
-(``bench/docs_numbers.py``, ``table=audit_report``).
+It prints the scores (task and arm against length), the funnels and, last, the JSON.
+``table(out)`` renders the funnels for the docs (``bench/docs_numbers.py``,
+``table=audit_report``), ``scores_table(out)`` the scores (``table=audit_report.scores_table``).
 """
 
 from __future__ import annotations
@@ -137,6 +139,55 @@ def collect(label: str, folder: Path) -> dict[str, Any]:
     }
 
 
+def merge(arms: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Arms that share a label are one arm: their points joined (a task's lengths in order).
+    Runs of one arm may be separate folders (a 16K run, then a 64K one); they must agree on
+    model and strategy, and no task may be given twice at one length."""
+    merged: dict[str, dict[str, Any]] = {}
+    for arm in arms:
+        label = arm["label"]
+        if label not in merged:
+            merged[label] = {**arm, "points": {t: list(p) for t, p in arm["points"].items()}}
+            continue
+        into = merged[label]
+        for key in ("model", "strategy"):
+            if into[key] != arm[key]:
+                raise SystemExit(
+                    f"--arm {label}: its folders disagree on {key} ({into[key]!r}, {arm[key]!r})"
+                )
+        for task, pts in arm["points"].items():
+            have = into["points"].setdefault(task, [])
+            for p in pts:
+                if any(q["length"] == p["length"] for q in have):
+                    raise SystemExit(
+                        f"--arm {label}: {task} at {length_label(p['length'])} is given twice"
+                    )
+                have.append(p)
+            have.sort(key=lambda q: q["length"])
+        into["lengths"] = sorted(set(into["lengths"]) | set(arm["lengths"]))
+        into["thresholds"] = {**into["thresholds"], **arm["thresholds"]}
+        into["effective_length"] = {**into["effective_length"], **arm["effective_length"]}
+    return list(merged.values())
+
+
+def scores_table(out: dict[str, Any]) -> str:
+    """Markdown: one row per task and arm, one column per length any arm ran, each cell the
+    score with its 95% interval (``-`` where that arm did not run that length)."""
+    lengths = sorted({p["length"] for arm in out["arms"] for pts in arm["points"].values()
+                      for p in pts})  # fmt: skip
+    heads = [length_label(n) for n in lengths]
+    rows = ["| task | arm | " + " | ".join(heads) + " |", "|---|---|" + "---:|" * len(heads)]
+    tasks = list(dict.fromkeys(t for arm in out["arms"] for t in arm["points"]))
+    for task in tasks:
+        for arm in out["arms"]:
+            if task not in arm["points"]:
+                continue
+            at = {p["length"]: p for p in arm["points"][task]}
+            cells = [_score(at[n]) if n in at else "-" for n in lengths]
+            rows.append(f"| {task} | {arm['label']} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def _cell(count: int, n: int) -> str:
     return f"{count} ({100 * count / n:.0f}%)" if n else str(count)
 
@@ -225,8 +276,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--json", type=Path, help="write the report here")
     ap.add_argument("--png", type=Path, help="write the stacked-bar chart here")
     args = ap.parse_args(argv)
-    out = {"arms": [collect(label, folder) for label, folder in args.arm]}
-    print(table(out))
+    out = {"arms": merge([collect(label, folder) for label, folder in args.arm])}
+    print(scores_table(out) + "\n\n" + table(out))
     if args.png:
         print(f"\nwrote {plot(out, args.png)}")
     if args.json:

@@ -118,3 +118,32 @@ def test_an_empty_or_malformed_lengths_json_is_one_line_naming_it(tmp_path, text
     with pytest.raises(SystemExit, match=says) as e:
         load_bench("audit_report").main(["--arm", f"x={tmp_path}"])
     assert str(tmp_path / "lengths.json") in str(e.value) and "\n" not in str(e.value)
+
+
+def test_one_label_over_several_runs_is_one_arm_and_the_score_grid_shows_gaps(sweep, tmp_path):
+    """`--arm a=<512 run> --arm a=<2K run>` is the sweep's arm again (points in length order);
+    the score grid has a column per length any arm ran, `-` where one did not; a length given
+    twice, or folders of different models under one label, are refused in one line."""
+    from bench_loader import load_bench
+
+    bench = load_bench("audit_report")
+    joined = bench.main(["--arm", f"a={sweep / 'len-2048'}", "--arm", f"a={sweep / 'len-512'}",
+                         "--arm", f"b={sweep / 'len-2048'}"])  # fmt: skip
+    whole = bench.main(["--arm", f"a={sweep}"])
+    a, b = joined["arms"]
+    assert [a["label"], b["label"]] == ["a", "b"] and b["lengths"] == [2048]
+    assert a["points"] == whole["arms"][0]["points"] and a["lengths"] == [512, 2048]
+    grid = bench.scores_table(joined).splitlines()
+    assert grid[0] == "| task | arm | 512 | 2K |"
+    short, long = (bench._score(p) for p in a["points"]["passkey"])
+    assert grid[2] == f"| passkey | a | {short} | {long} |"
+    assert grid[3] == f"| passkey | b | - | {long} |"
+    with pytest.raises(SystemExit, match="passkey at 2K is given twice"):
+        bench.main(["--arm", f"a={sweep / 'len-2048'}", "--arm", f"a={sweep}"])
+    run = json.loads((sweep / "len-512" / "results.json").read_text())
+    run["config"]["model"] = "scripted:other"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "results.json").write_text(json.dumps(run))
+    with pytest.raises(SystemExit, match="disagree on model"):
+        bench.main(["--arm", f"a={sweep / 'len-2048'}", "--arm", f"a={other}"])
