@@ -142,7 +142,8 @@ def collect(label: str, folder: Path) -> dict[str, Any]:
 def merge(arms: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Arms that share a label are one arm: their points joined (a task's lengths in order).
     Runs of one arm may be separate folders (a 16K run, then a 64K one); they must agree on
-    model and strategy, and no task may be given twice at one length."""
+    model and strategy, and no task may be given twice at one length. Effective lengths are
+    each sweep's own, not recomputed over the joined lengths."""
     merged: dict[str, dict[str, Any]] = {}
     for arm in arms:
         label = arm["label"]
