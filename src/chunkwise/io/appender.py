@@ -168,6 +168,13 @@ class JsonlAppender:
         self.done.add(rid)
         self.n_written += 1
 
+    def sync(self) -> None:
+        """Make every record written so far durable (flush, and fsync even when the appender
+        was opened with ``fsync=False`` to write a batch of records at the cost of one)."""
+        if not self._f.closed:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+
     def close(self) -> None:
         if not self._f.closed:
             try:

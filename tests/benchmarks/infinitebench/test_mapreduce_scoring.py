@@ -59,16 +59,19 @@ def _options(gold) -> list[str]:
 
 
 def _replaying_model(raw: dict[int, str]) -> ScriptedLLM:
-    """Map calls (their prompt holds the chunk and its DOC tag) get a finding; the reduce call
-    (which only sees findings) gets the released reduce text of the example last mapped."""
-    state = {"id": None}
+    """Map calls (their prompt holds the chunk and its DOC tag) get a finding that names the
+    document; the reduce call (which only sees findings) gets that document's released reduce
+    text. Every reply is a function of its prompt, as a greedy model's is (the eval keeps and
+    replays calls by prompt)."""
+    found_in = re.compile(r"Answer: fact (\d+)\.")
 
     def reply(m: re.Match[str]) -> str:
         found = _DOC.search(m.string)
         if found:
-            state["id"] = int(found.group(1))
-            return "Extracted Information: a fact.\nRationale: it is there.\nAnswer: a fact.\nConfidence Score: 5"
-        return raw[state["id"]]
+            doc = found.group(1)
+            return (f"Extracted Information: fact {doc}.\nRationale: it is there.\n"
+                    f"Answer: fact {doc}.\nConfidence Score: 5")  # fmt: skip
+        return raw[int(found_in.search(m.string).group(1))]
 
     llm = _Replay(rules=[(r".", reply)], window=32768)
     llm.chat = True

@@ -1,0 +1,211 @@
+"""Model calls kept on disk, so that a killed evaluation resumes inside an example.
+
+``chunkwise eval`` resumes at the granularity of examples: a prediction line is written when
+its example is answered. A MapReduce answer over a 128K-token document is hundreds of map
+calls, and with ``--parallel 25`` twenty-five such documents are in flight at once: a run killed
+an hour into them (a preempted job, a lost session) used to start those documents again from
+their first call. :class:`CachedLLM` keeps each finished call in a JSONL file, and a rerun
+replays them instead of asking the model again, so a kill costs at most one *piece* of calls.
+
+* **What is kept.** A call is keyed by the SHA-256 of what decides its output: the model's
+  identity (:func:`~chunkwise.llm.loading.model_identity`: a packaged adapter's name is its
+  content-hashed folder, so a retrained adapter never replays the old one), the prompt and the
+  decoding parameters. Only calls whose output is decided by those are kept: greedy ones, or
+  sampled ones with a seed. A sampled call without a seed is a new draw each time (two of them
+  in one example are meant to differ), and a completion that failed (``finish_reason ==
+  "error"``) is not an answer; neither is ever kept.
+* **Once per batch.** Identical replayable requests in one batch (a document of repeated
+  filler, as InfiniteBench's passkey is, has many identical chunks) are sent once and share
+  the completion; a later batch replays them from the cache.
+* **Pieces.** A backend answers a batch all at once (vLLM's offline ``generate`` returns
+  when the last sequence ends), so the misses of a batch are sent in pieces of at most
+  :data:`PIECE_CALLS` requests, each piece written and fsynced as soon as it returns. On a
+  GPU a piece of 512 short calls takes seconds; on a 2-core CPU about seven minutes, which is
+  then the most work a kill can lose.
+* **Files.** One appender per rank (``rank<r>.jsonl``, the :class:`~chunkwise.io.JsonlAppender`
+  that writes prediction lines too: a half-written last line from a kill is dropped on
+  reopening); lookups read every rank's file, so a rerun with another number of ranks still
+  replays what any rank finished.
+
+Replayed completions carry their first run's token counts and latency: the compute an example
+needed is the same, whoever paid for it. :attr:`CachedLLM.replayed` counts them (and the
+copies within a batch), :attr:`CachedLLM.computed` the calls the model answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from chunkwise.io import JsonlAppender, iter_lines
+from chunkwise.io.jsonl import parse_jsonl_line
+from chunkwise.llm.base import Completion, Request
+
+#: the most requests sent to the backend in one call, each such piece written when it returns
+PIECE_CALLS = 512
+
+
+def call_key(identity: str, request: Request) -> str:
+    """The SHA-256 (hex) of what decides ``request``'s output on the model ``identity``."""
+    body = [identity, request.prompt, dataclasses.asdict(request.params)]
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def replayable(request: Request) -> bool:
+    """Whether ``request``'s output is decided by its prompt and parameters: greedy, or
+    sampled with a seed."""
+    return request.params.temperature == 0 or request.params.seed is not None
+
+
+def _read(path: Path) -> dict[str, dict[str, Any]]:
+    """The completions a cache file holds, by key; an unfinished last line (a writer killed
+    mid-line, or one still writing) is skipped."""
+    held: dict[str, dict[str, Any]] = {}
+    with path.open("rb") as f:
+        for _lineno, raw in iter_lines(f):
+            if raw is None or not raw.endswith(b"\n"):
+                continue
+            try:
+                record = parse_jsonl_line(raw)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("completion"), dict):
+                held[str(record.get("key"))] = record["completion"]
+    return held
+
+
+class CallCache:
+    """The calls of one run folder: ``folder/rank<rank>.jsonl`` written, every
+    ``folder/rank*.jsonl`` read."""
+
+    def __init__(self, folder: str | Path, identity: str, rank: int = 0):
+        self.folder = Path(folder)
+        self.identity = identity
+        self.path = self.folder / f"rank{rank}.jsonl"
+        # opened at the first write (a run that fails before any call leaves no file), or now
+        # when an earlier run left one: reopening drops a line a kill cut short
+        self._app: JsonlAppender | None = None
+        if self.path.is_file():
+            self._open()
+        self._held: dict[str, dict[str, Any]] = {}
+        for path in sorted(self.folder.glob("rank*.jsonl")):
+            self._held.update(_read(path))
+
+    def _open(self) -> JsonlAppender:
+        if self._app is None or self._app.closed:
+            self._app = JsonlAppender(self.path, key="key", fsync=False)
+        return self._app
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def get(self, request: Request) -> Completion | None:
+        """The completion kept for ``request``, or None."""
+        if not replayable(request):
+            return None
+        got = self._held.get(call_key(self.identity, request))
+        if got is None:
+            return None
+        if got.get("token_logprobs"):  # JSON holds a NaN log-probability as null
+            nan = float("nan")
+            got = {
+                **got,
+                "token_logprobs": [nan if x is None else x for x in got["token_logprobs"]],
+            }
+        return Completion(**got)
+
+    def put(self, pairs: Sequence[tuple[Request, Completion]]) -> None:
+        """Keep each finished, replayable completion, then make the file durable."""
+        app = None
+        for request, completion in pairs:
+            if completion.finish_reason == "error" or not replayable(request):
+                continue
+            key = call_key(self.identity, request)
+            if key in self._held:  # the same call twice in one batch
+                continue
+            record = dataclasses.asdict(completion)
+            app = self._open()
+            app.write({"key": key, "completion": record})
+            self._held[key] = record
+        if app is not None:
+            app.sync()
+
+    def close(self) -> None:
+        """Close the file (an empty one is deleted)."""
+        if self._app is not None:
+            self._app.close()
+        if self.path.is_file() and self.path.stat().st_size == 0:
+            self.remove()
+
+    def remove(self) -> None:
+        """Close and delete this rank's file (the run it served is complete); the folder goes
+        too once no rank's file is left in it."""
+        if self._app is not None:
+            self._app.close()
+        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # another rank's file is still there, or no folder
+            self.folder.rmdir()
+
+
+class CachedLLM:
+    """Forwards everything to ``inner``; :meth:`generate` answers from ``cache`` what it holds
+    and sends the rest to ``inner`` in pieces of at most ``piece`` requests, keeping each
+    piece's completions as soon as it returns."""
+
+    def __init__(self, inner: Any, cache: CallCache, piece: int | None = None):
+        self._inner = inner
+        self.cache = cache
+        self.piece = piece or PIECE_CALLS
+        #: calls answered from the cache, and calls sent to the model
+        self.replayed = 0
+        self.computed = 0
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        requests = list(requests)
+        out: list[Completion | None] = [self.cache.get(r) for r in requests]
+        # the misses, each replayable one once (a document of repeated filler, InfiniteBench's
+        # passkey, has many identical chunks): key -> the positions it answers
+        todo: dict[Any, list[int]] = {}
+        for i, c in enumerate(out):
+            if c is None:
+                key = call_key(self.cache.identity, requests[i]) if replayable(requests[i]) else i
+                todo.setdefault(key, []).append(i)
+        firsts = [where[0] for where in todo.values()]
+        with self._lock:
+            self.replayed += len(requests) - len(firsts)
+        for start in range(0, len(firsts), self.piece):
+            piece = firsts[start : start + self.piece]
+            got = self._inner.generate([requests[i] for i in piece])
+            with self._lock:
+                self.cache.put([(requests[i], c) for i, c in zip(piece, got, strict=True)])
+                self.computed += len(piece)
+            for i, c in zip(piece, got, strict=True):
+                out[i] = c
+        for where in todo.values():  # the copies take their first's completion
+            for i in where[1:]:
+                out[i] = dataclasses.replace(out[where[0]])  # type: ignore[type-var]
+        return [c for c in out if c is not None]
+
+    def complete(self, prompt: Any, **params: object) -> Completion:
+        from chunkwise.llm.base import GenerationParams
+
+        return self.generate([Request(prompt, GenerationParams(**params))])[0]  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        """Close the cache file and the model."""
+        self.cache.close()
+        self._inner.close()
+
+
+__all__ = ["PIECE_CALLS", "CachedLLM", "CallCache", "call_key", "replayable"]
