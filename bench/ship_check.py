@@ -13,7 +13,9 @@ of ``--out`` folders), then::
 The two sides are different documents (the shipped numbers are published, not re-run, and a
 new wording changes the text), so the change's interval resamples each side on its own
 (:func:`chunkwise.stats.difference_interval`). A cell "drops" when the whole interval is below
-zero, "rises" when it is above, and is "within" otherwise. Per-document scores come from the
+zero, "rises" when it is above, and is "within" otherwise. A family compared at several
+lengths is also judged with its cells pooled (:func:`pooled_by_family`): a few points lower at
+every length is a drop that no single 50-document cell can show. Per-document scores come from the
 results file; a transcribed cell without them is rebuilt from its accuracy and n when its
 family scores 0 or 1 per document (all but variable_tracking, which only at 0 or 100). It
 prints the table and, last, the JSON; ``table(out)`` renders the JSON for the docs
@@ -85,7 +87,7 @@ def compare(shipped: dict[str, dict], candidate: dict[str, dict]) -> dict[str, A
     """Per shipped cell the two scores, the change and the verdict; cells the candidate did not
     run are listed, not judged."""
     rows = {}
-    for name in sorted(shipped):
+    for name in sorted(shipped, key=lambda n: (n.split("@")[0], _length(n))):
         if name not in candidate:
             continue
         s, c = shipped[name], candidate[name]
@@ -97,13 +99,52 @@ def compare(shipped: dict[str, dict], candidate: dict[str, dict]) -> dict[str, A
             "change_ci95": [round(100 * lo, 6), round(100 * hi, 6)],
             "verdict": verdict(lo, hi),
         }
+    pooled = pooled_by_family(shipped, candidate, rows)
     return {
         "cells": rows,
+        "families": pooled,
         "not_run": sorted(set(shipped) - set(candidate)),
         "only_candidate": sorted(set(candidate) - set(shipped)),
         "drops": sorted(n for n, r in rows.items() if r["verdict"] == "drops"),
         "no_drop": all(r["verdict"] != "drops" for r in rows.values()),
+        "pooled_drops": sorted(f for f, r in pooled.items() if r["verdict"] == "drops"),
     }
+
+
+def _length(name: str) -> tuple[int, str]:
+    """``family@4000`` sorts by its length in tokens."""
+    digits = name.split("@", 1)[-1].split(":")[0]
+    return (int(digits) if digits.isdigit() else 0, name)
+
+
+def pooled_by_family(
+    shipped: dict[str, dict], candidate: dict[str, dict], rows: dict[str, Any]
+) -> dict[str, Any]:
+    """For each family compared at two lengths or more: every compared cell's documents
+    pooled on each side (the cells' documents are independent, so each side is resampled as
+    one sample), the change and its verdict. A family a little lower at every length can
+    stay ``within`` in each cell, as 50 documents cannot tell 10 points, and drop pooled."""
+    by_family: dict[str, list[str]] = {}
+    for name in rows:
+        by_family.setdefault(name.split("@")[0], []).append(name)
+    out = {}
+    for family, names in sorted(by_family.items()):
+        if len(names) < 2:
+            continue
+        names = sorted(names, key=_length)
+        s = [x for n in names for x in shipped[n]["scores"]]
+        c = [x for n in names for x in candidate[n]["scores"]]
+        change, lo, hi = difference_interval(c, s)
+        out[family] = {
+            "cells": names,
+            "n": {"shipped": len(s), "candidate": len(c)},
+            "shipped": round(100 * sum(s) / len(s), 6),
+            "candidate": round(100 * sum(c) / len(c), 6),
+            "change": round(100 * change, 6),
+            "change_ci95": [round(100 * lo, 6), round(100 * hi, 6)],
+            "verdict": verdict(lo, hi),
+        }
+    return out
 
 
 def table(out: dict[str, Any]) -> str:
@@ -131,6 +172,25 @@ def table(out: dict[str, Any]) -> str:
         if out["no_drop"]
         else f"Drops (the whole interval below zero): {', '.join(out['drops'])}."
     )
+    families = out.get("families") or {}
+    if families:
+        rows = [
+            [
+                f"{family} ({', '.join(n.split('@')[1] for n in r['cells'])})",
+                f"{r['shipped']:.0f}",
+                f"{r['candidate']:.0f}",
+                estimate(r["change"], *r["change_ci95"], signed=True),
+                r["verdict"],
+            ]
+            for family, r in families.items()
+        ]
+        head = ["family (lengths pooled)", "shipped", "candidate", "change [95%]", "verdict"]
+        lines.append("\n" + markdown_table(rows, head, align="lrrrl"))
+        drops = out.get("pooled_drops") or []
+        lines.append(
+            "\nEach side's documents at those lengths pooled into one sample; "
+            + (f"pooled, {', '.join(drops)} drops." if drops else "no family drops pooled.")
+        )
     return "\n".join(lines)
 
 

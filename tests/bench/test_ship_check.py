@@ -89,3 +89,31 @@ def test_a_cell_in_two_files_or_a_missing_arm_is_refused(tmp_path):
         with pytest.raises(SystemExit, match=path.name) as e:
             bench.main(["--shipped", str(SHIPPED[0]), "--candidate", str(path)])
         assert "\n" not in str(e.value)
+
+
+def test_a_family_a_little_lower_at_every_length_drops_pooled(tmp_path):
+    """kv_retrieval 14 points lower at 4K and at 16K (and passkey at one length only): neither
+    cell's own interval excludes zero, the 100 kv documents pooled on each side do."""
+    from bench_loader import load_bench
+
+    bench = load_bench("ship_check")
+    # shipped: kv_retrieval@4000 88 (44 of 50), kv_retrieval@16000 90 (45 of 50)
+    cand = _candidate(tmp_path / "c.json", {
+        "kv_retrieval@4000": 37,   # 74: -14
+        "kv_retrieval@16000": 38,  # 76: -14
+        "passkey@4000": 50,
+    })  # fmt: skip
+    out = bench.main(["--shipped", str(SHIPPED[0]), "--shipped", str(SHIPPED[1]),
+                      "--candidate", str(cand)])  # fmt: skip
+    assert out["cells"]["kv_retrieval@4000"]["verdict"] == "within"
+    assert out["cells"]["kv_retrieval@16000"]["verdict"] == "within" and out["no_drop"]
+    kv = out["families"]["kv_retrieval"]
+    assert kv["cells"] == ["kv_retrieval@4000", "kv_retrieval@16000"]  # by length
+    assert kv["n"] == {"shipped": 100, "candidate": 100}
+    assert (kv["shipped"], kv["candidate"], kv["change"]) == (89, 75, -14)
+    assert kv["verdict"] == "drops" and kv["change_ci95"][1] < 0
+    assert "passkey" not in out["families"]  # one length: nothing to pool
+    assert out["pooled_drops"] == ["kv_retrieval"]
+    text = bench.table(out)
+    assert "| kv_retrieval (4000, 16000) | 89 | 75 | -14 [" in text
+    assert "pooled, kv_retrieval drops." in text
