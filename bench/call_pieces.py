@@ -21,6 +21,7 @@ import random
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from chunkwise.llm import GenerationParams, Request, load_llm
 from chunkwise.llm.call_cache import CachedLLM, CallCache
@@ -31,63 +32,47 @@ WORDS = (
 ).split()
 
 
-def prompts(llm, n: int, tokens: int, seed: int) -> list[Request]:
+class _Counted:
+    """Forwards to ``llm``, counting its generate calls."""
+
+    def __init__(self, llm: Any):
+        self.llm, self.batches = llm, 0
+
+    def generate(self, requests: list[Request]) -> list[Any]:
+        self.batches += 1
+        return self.llm.generate(requests)
+
+
+def prompts(llm: Any, n: int, tokens: int, new_tokens: int, seed: int) -> list[Request]:
+    """``n`` prompts of ``tokens`` random words and a question, new for every ``seed``."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
         text = " ".join(rng.choice(WORDS) for _ in range(tokens))
         text = llm.decode(llm.encode(text)[:tokens])
         prompt = f"{text}\n\nQuestion: which word comes up most often above?\nAnswer:"
-        out.append(Request(prompt, GenerationParams(max_new_tokens=ARGS.new_tokens)))
+        out.append(Request(prompt, GenerationParams(max_new_tokens=new_tokens)))
     return out
 
 
-def whole(llm, requests: list[Request]) -> tuple[float, int]:
-    t0 = time.perf_counter()
-    got = llm.generate(requests)
-    return time.perf_counter() - t0, sum(c.completion_tokens for c in got)
-
-
-def in_pieces(llm, requests: list[Request], piece: int) -> tuple[float, int]:
+def answer(llm: Any, requests: list[Request], piece: int | None) -> dict[str, float]:
+    """Seconds, new tokens and backend calls for ``requests``: in one call (``piece`` None) or
+    through the call cache in pieces of ``piece``."""
+    counted = _Counted(llm)
     with tempfile.TemporaryDirectory() as folder:
-        cached = CachedLLM(llm, CallCache(Path(folder), "bench"), piece=piece)
+        model: Any = counted
+        if piece is not None:
+            model = CachedLLM(counted, CallCache(Path(folder), "bench"), piece=piece)
         t0 = time.perf_counter()
-        got = cached.generate(requests)
+        got = model.generate(requests)
         seconds = time.perf_counter() - t0
-        cached.cache.close()
-    return seconds, sum(c.completion_tokens for c in got)
+        if piece is not None:
+            model.cache.close()
+    new = sum(c.completion_tokens for c in got)
+    return {"seconds": seconds, "new_tokens": new, "backend_calls": counted.batches}
 
 
-def main() -> None:
-    llm = load_llm(ARGS.model)
-    llm.generate(prompts(llm, 2, 32, seed=-1))  # warm-up
-    arms: dict[str, dict[str, float]] = {"whole": {}, "pieces": {}}
-    for k in range(ARGS.rounds):
-        order = ("whole", "pieces") if k % 2 == 0 else ("pieces", "whole")
-        for j, arm in enumerate(order):
-            batch = prompts(llm, ARGS.calls, ARGS.prompt_tokens, seed=2 * k + j)
-            s, new = whole(llm, batch) if arm == "whole" else in_pieces(llm, batch, ARGS.piece)
-            arms[arm]["seconds"] = arms[arm].get("seconds", 0.0) + s
-            arms[arm]["new_tokens"] = arms[arm].get("new_tokens", 0) + new
-    llm.close()
-    report = {
-        "model": ARGS.model,
-        "calls": ARGS.calls,
-        "piece": ARGS.piece,
-        "prompt_tokens": ARGS.prompt_tokens,
-        "new_tokens": ARGS.new_tokens,
-        "rounds": ARGS.rounds,
-        "arms": {a: {k: round(v, 2) for k, v in d.items()} for a, d in arms.items()},
-        "pieces_over_whole": round(arms["pieces"]["seconds"] / arms["whole"]["seconds"], 3),
-    }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if ARGS.json:
-        Path(ARGS.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(ARGS.json).write_text(text + "\n")
-
-
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="vllm:default")
     ap.add_argument("--calls", type=int, default=256)
@@ -95,6 +80,38 @@ if __name__ == "__main__":
     ap.add_argument("--prompt-tokens", type=int, default=400)
     ap.add_argument("--new-tokens", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--json", default=None)
-    ARGS = ap.parse_args()
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    llm = load_llm(args.model)
+    llm.generate(prompts(llm, 2, 32, 4, seed=-1))  # warm-up
+    arms: dict[str, dict[str, float]] = {
+        a: {"seconds": 0.0, "new_tokens": 0, "backend_calls": 0} for a in ("whole", "pieces")
+    }
+    for k in range(args.rounds):
+        order = ("whole", "pieces") if k % 2 == 0 else ("pieces", "whole")
+        for j, arm in enumerate(order):
+            batch = prompts(llm, args.calls, args.prompt_tokens, args.new_tokens, seed=2 * k + j)
+            got = answer(llm, batch, None if arm == "whole" else args.piece)
+            for key, value in got.items():
+                arms[arm][key] += value
+    llm.close()
+    report = {
+        "model": args.model,
+        "calls": args.calls,
+        "piece": args.piece,
+        "prompt_tokens": args.prompt_tokens,
+        "new_tokens": args.new_tokens,
+        "rounds": args.rounds,
+        "arms": {a: {k: round(v, 2) for k, v in d.items()} for a, d in arms.items()},
+        "pieces_over_whole": round(arms["pieces"]["seconds"] / arms["whole"]["seconds"], 3),
+    }
+    text = json.dumps(report)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+    print(text)
+    return report
+
+
+if __name__ == "__main__":
     main()
