@@ -3,6 +3,7 @@ counted (its stats and trace), exact where the strategy is deterministic in its 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from chunkwise.errors import BadInput
 from chunkwise.eval.config import EvalConfig
-from chunkwise.eval.plan import DryRunLLM, parse_rates, plan_eval, probe_rates
+from chunkwise.eval.plan import DryRunLLM, parse_rates, plan_eval, probe_rates, to_text
 from chunkwise.eval.runner import run_eval
 from chunkwise.llm import GenerationParams, Request, load_llm
 
@@ -84,6 +85,25 @@ def test_mapreduce_plan_is_exact_for_the_map_wave(tmp_path):
         assert p["calls"] == r["stats"]["llm_calls"]  # no collapse at this size, either way
 
 
+def test_the_plan_counts_the_calls_a_run_computes_as_the_run_does(tmp_path):
+    """InfiniteBench's passkey documents repeat one filler text: many map calls are the same
+    call, which a run computes once (chunkwise.llm.call_cache). The plan's computed calls are
+    the run's: the map repeats exactly, and every reduce call counts (its prompt holds the
+    replies; here each document's holds its own pass key)."""
+    cfg = _cfg(tmp_path, "rep", strategy="mapreduce", context_window=400, limit=4,
+               tasks=["passkey"])  # fmt: skip
+    plan = _plan(cfg)
+    run = run_eval(dataclasses.replace(cfg, output=str(tmp_path / "rep-run")), progress=False)
+    computed = plan["total"]["computed"]
+    assert computed["calls"] == run["timing"]["calls"]["computed"]
+    assert computed["calls"] < plan["total"]["calls"]  # the filler chunks repeat
+    for t in plan["tasks"].values():
+        assert t["computed"]["calls"] >= t["stages"]["reduce"]["calls"] + t["examples"]
+        assert t["computed"]["prefill_tokens"] < t["prefill_tokens"]
+    assert sum(t["computed"]["calls"] for t in plan["tasks"].values()) == computed["calls"]
+    assert "the model computes" in to_text(plan)
+
+
 def test_chain_of_agents_plan_counts_one_worker_per_chunk_and_a_manager(tmp_path):
     cfg = _cfg(tmp_path, "coa", strategy="chain_of_agents", context_window=400)
     plan = _plan(cfg)
@@ -121,7 +141,8 @@ def test_reply_tokens_and_time_estimate(tmp_path):
         for key in ("calls", "prefill_tokens", "decode_tokens"):
             assert sum(s[key] for s in t["stages"].values()) == t[key]
         assert all(s["decode_tokens"] == 5 * s["calls"] for s in t["stages"].values())
-    expected = tot["prefill_tokens"] / 1000.0 + tot["decode_tokens"] / 10.0
+    computed = tot["computed"]  # the time is what the model computes: repeats are kept calls
+    expected = computed["prefill_tokens"] / 1000.0 + computed["decode_tokens"] / 10.0
     assert plan["estimated_seconds"] == pytest.approx(expected, abs=0.05)
     # shorter replies: the map wave does not change, the reduce prompt shrinks
     full = _plan(_cfg(tmp_path, "t2", strategy="mapreduce", context_window=400))

@@ -23,7 +23,15 @@ What is exact and what is an estimate (each stage says which, under ``exact``):
   upper bound, and every map reply reads as a finding (a real map call over a chunk without
   the answer often says NO INFORMATION and is left out of collapse and reduce).
 
-The time is ``prefill / prefill rate + decode / decode rate``, one call after another, at the
+Repeats: a run sends each distinct greedy call to the model once (every finished call is kept,
+:mod:`chunkwise.llm.call_cache`, and a repeat is answered from there), and documents of
+repeated filler (InfiniteBench's passkey and number_string) map many identical chunks. The plan
+counts the calls the model computes beside all calls (``computed``): a call whose prompt was
+seen before is a repeat, except one whose prompt holds a stand-in reply, which is counted as new
+(what the real replies make of it is not known). For MapReduce's map wave this is exact.
+
+The time is ``computed prefill / prefill rate + computed decode / decode rate``, one call after
+another, at the
 rates of ``--plan-rates prefill=TOK_PER_S,decode=TOK_PER_S`` or, with ``--plan-rates probe``,
 rates measured on the model with two short calls (a prefill-only call over text of the first
 example, a decode call of 64 new tokens). Batched backends run faster than this serial sum.
@@ -42,6 +50,7 @@ from typing import Any
 from chunkwise.errors import BadInput
 from chunkwise.eval.config import EvalConfig
 from chunkwise.llm import LLM, Completion, Request
+from chunkwise.llm.call_cache import call_key, replayable
 
 #: stages whose counts the plan knows exactly: (strategy, stage) -> what is exact
 EXACT: dict[tuple[str, str], tuple[str, ...]] = {
@@ -70,6 +79,26 @@ class DryRunLLM(LLM):
         self.spec = model.spec
         self.chat = model.chat
         self.continues_replies = model.continues_replies
+        #: the calls (and their tokens) a run would send to the model: repeats left out
+        self.computed = {"calls": 0, "prefill_tokens": 0, "decode_tokens": 0}
+        self._seen: set[str] = set()
+        self._replies: set[str] = set()
+
+    def _computed(self, request: Request) -> bool:
+        """Whether a run would send ``request`` to the model: a sampled call, a call whose
+        prompt holds one of this stand-in's replies (the real reply is not known), or the
+        first of its kind; a repeat is answered from the run's call cache."""
+        if not replayable(request):
+            return True
+        prompt = request.prompt
+        text = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
+        if any(reply in text for reply in self._replies):
+            return True
+        key = call_key("plan", request)
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
 
     @property
     def context_window(self) -> int:
@@ -101,15 +130,17 @@ class DryRunLLM(LLM):
         for r in requests:
             budget = r.params.max_new_tokens
             k = budget if self.reply_tokens is None else min(budget, self.reply_tokens)
-            out.append(
-                Completion(
-                    text=(FILLER * k).strip(),
-                    prompt_tokens=self.model.prompt_tokens(r.prompt),
-                    completion_tokens=k,
-                    finish_reason="length" if k >= budget else "stop",
-                    latency_s=0.0,
-                )
+            c = Completion(
+                text=(FILLER * k).strip(),
+                prompt_tokens=self.model.prompt_tokens(r.prompt),
+                completion_tokens=k,
+                finish_reason="length" if k >= budget else "stop",
+                latency_s=0.0,
             )
+            if self._computed(r):
+                _add(self.computed, 1, c.prompt_tokens, c.completion_tokens)
+            self._replies.add(c.text)
+            out.append(c)
         return out
 
 
@@ -194,6 +225,7 @@ def plan_task(plan: Any, task: str, llm: DryRunLLM, progress: bool) -> dict[str,
     total: dict[str, Any] = {}
     stages: dict[str, dict[str, Any]] = {}
     largest = 0
+    before = dict(llm.computed)
     for ex in tqdm(td.examples, desc=f"plan {task}", unit="ex", disable=not progress):
         query = plan.bench.build_query(task, ex, kind, window, **extra)
         if cfg.truncation != query.truncation:
@@ -210,6 +242,7 @@ def plan_task(plan: Any, task: str, llm: DryRunLLM, progress: bool) -> dict[str,
     return {
         "examples": n,
         **total,
+        "computed": {k: v - before[k] for k, v in llm.computed.items()},
         "per_example": {k: round(v / n, 1) for k, v in total.items()} if n else {},
         "largest_prompt_tokens": largest,
         "stages": stages,
@@ -229,6 +262,7 @@ def plan_eval(
     total: dict[str, Any] = {"examples": sum(t["examples"] for t in tasks.values())}
     for t in tasks.values():
         _add(total, t.get("calls", 0), t.get("prefill_tokens", 0), t.get("decode_tokens", 0))
+    total["computed"] = dict(dry.computed)
     report: dict[str, Any] = {
         "benchmark": cfg.benchmark,
         "strategy": cfg.strategy,
@@ -240,8 +274,9 @@ def plan_eval(
         "total": total,
     }
     if rates is not None:
-        seconds = total["prefill_tokens"] / rates["prefill"] + (
-            total["decode_tokens"] / rates["decode"]
+        computed = total["computed"]
+        seconds = computed["prefill_tokens"] / rates["prefill"] + (
+            computed["decode_tokens"] / rates["decode"]
         )
         report["rates"] = rates
         report["estimated_seconds"] = round(seconds, 1)
@@ -276,11 +311,17 @@ def to_text(report: dict[str, Any]) -> str:
         if isinstance(report["reply_tokens"], int)
         else "decode counts assume every reply fills its output budget: an upper bound",
     ]
+    c = tot["computed"]
+    lines.append(
+        f"the model computes {f(c['calls'])} of the {f(tot['calls'])} calls "
+        f"({f(c['prefill_tokens'])} prefill tokens): a repeated call is answered from the "
+        "run's kept calls"
+    )
     if "estimated_seconds" in report:
         r = report["rates"]
         lines.append(
-            f"time at prefill {r['prefill']:g} tok/s and decode {r['decode']:g} tok/s, one call "
-            f"after another: {report['estimated_seconds']:,.0f} s "
+            f"time at prefill {r['prefill']:g} tok/s and decode {r['decode']:g} tok/s, the "
+            f"computed calls one after another: {report['estimated_seconds']:,.0f} s "
             f"({report['estimated_hours']:g} h)"
         )
     else:
