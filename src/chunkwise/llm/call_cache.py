@@ -20,8 +20,10 @@ replays them instead of asking the model again, so a kill costs at most one *pie
 * **Pieces.** A backend answers a batch all at once (vLLM's offline ``generate`` returns
   when the last sequence ends), so the misses of a batch are sent in pieces of at most
   :data:`PIECE_CALLS` requests, each piece written and fsynced as soon as it returns. On a
-  GPU a piece of 512 short calls takes seconds; on a 2-core CPU about seven minutes, which is
-  then the most work a kill can lose.
+  GPU a piece of 512 short calls takes seconds; on a 2-core CPU about ten minutes, which is
+  then the most work a kill can lose. The pieces cost little: vLLM on CPU answered 192 calls in
+  pieces of 48 within about 1% of the time of one call (``bench/call_pieces.py``, docs/log.md,
+  2026-12-06).
 * **Files.** One appender per rank (``rank<r>.jsonl``, the :class:`~chunkwise.io.JsonlAppender`
   that writes prediction lines too: a half-written last line from a kill is dropped on
   reopening); lookups read every rank's file, so a rerun with another number of ranks still
