@@ -179,3 +179,16 @@ def test_identical_calls_in_one_batch_reach_the_model_once_unless_sampled(tmp_pa
     model.calls.clear()
     cached.generate([Request("question 3", sampled)] * 2)
     assert len(model.calls) == 2  # two draws, as asked
+
+
+def test_a_record_that_is_not_a_whole_completion_is_made_again(tmp_path):
+    CachedLLM(_model(), CallCache(tmp_path, "m")).generate(_asks(2))
+    path = tmp_path / "rank0.jsonl"
+    first, second = (json.loads(x) for x in path.read_text().splitlines())
+    del second["completion"]["finish_reason"]  # an edited line
+    path.write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n")
+
+    model = _model()
+    got = CachedLLM(model, CallCache(tmp_path, "m")).generate(_asks(2))
+    assert [r.prompt for r in model.calls] == ["question 1"]
+    assert [c.text for c in got] == ["answer 0", "answer 1"]

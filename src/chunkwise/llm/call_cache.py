@@ -66,9 +66,14 @@ def replayable(request: Request) -> bool:
     return request.params.temperature == 0 or request.params.seed is not None
 
 
+#: the fields of a kept completion: a record with others (an edited or foreign file) is skipped
+_FIELDS = frozenset(f.name for f in dataclasses.fields(Completion))
+
+
 def _read(path: Path) -> dict[str, dict[str, Any]]:
     """The completions a cache file holds, by key; an unfinished last line (a writer killed
-    mid-line, or one still writing) is skipped."""
+    mid-line, or one still writing) or a record that is not a whole completion is skipped:
+    its call is made again."""
     held: dict[str, dict[str, Any]] = {}
     with path.open("rb") as f:
         for _lineno, raw in iter_lines(f):
@@ -78,8 +83,9 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
                 record = parse_jsonl_line(raw)
             except ValueError:
                 continue
-            if isinstance(record, dict) and isinstance(record.get("completion"), dict):
-                held[str(record.get("key"))] = record["completion"]
+            completion = record.get("completion") if isinstance(record, dict) else None
+            if isinstance(completion, dict) and set(completion) == _FIELDS:
+                held[str(record.get("key"))] = completion
     return held
 
 
@@ -130,8 +136,8 @@ class CallCache:
             if completion.finish_reason == "error" or not replayable(request):
                 continue
             key = call_key(self.identity, request)
-            if key in self._held:  # the same call twice in one batch
-                continue
+            if key in self._held or (self._app is not None and key in self._app):
+                continue  # the same call twice in one batch, or a skipped line's call
             record = dataclasses.asdict(completion)
             app = self._open()
             app.write({"key": key, "completion": record})
