@@ -31,10 +31,10 @@ seen before is a repeat, except one whose prompt holds a stand-in reply, which i
 (what the real replies make of it is not known). For MapReduce's map wave this is exact.
 
 The time is ``computed prefill / prefill rate + computed decode / decode rate``, one call after
-another, at the
-rates of ``--plan-rates prefill=TOK_PER_S,decode=TOK_PER_S`` or, with ``--plan-rates probe``,
-rates measured on the model with two short calls (a prefill-only call over text of the first
-example, a decode call of 64 new tokens). Batched backends run faster than this serial sum.
+another, at the rates of ``--plan-rates prefill=TOK_PER_S,decode=TOK_PER_S`` or, with
+``--plan-rates probe``, rates measured on the model with two short calls (a prefill-only call
+over text of the first example, a decode call of 64 new tokens). Batched backends run faster
+than this serial sum.
 
 The model is loaded for its tokenizer (and the probe); nothing is written to the run folder.
 """
