@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chunkwise.errors import BadInput
 from chunkwise.llm import GenerationParams, Request, load_llm
 from chunkwise.llm.call_cache import CachedLLM, CallCache
 
@@ -82,7 +83,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    llm = load_llm(args.model)
+    try:
+        llm = load_llm(args.model)
+    except BadInput as e:
+        raise SystemExit(f"call_pieces: --model {args.model}: {e}") from None
     llm.generate(prompts(llm, 2, 32, 4, seed=-1))  # warm-up
     arms: dict[str, dict[str, float]] = {
         a: {"seconds": 0.0, "new_tokens": 0, "backend_calls": 0} for a in ("whole", "pieces")

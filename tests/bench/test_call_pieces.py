@@ -19,3 +19,11 @@ def test_the_cached_arm_sends_its_calls_in_pieces_and_the_ratio_is_printed(tmp_p
     assert whole["backend_calls"] == 2 and pieces["backend_calls"] == 2 * 3  # 2 rounds; 4+4+2
     assert whole["new_tokens"] == pieces["new_tokens"] > 0  # the same work in both arms
     assert result["pieces_over_whole"] > 0
+
+
+def test_a_bad_model_spec_is_one_line():
+    import pytest
+
+    bench = load_bench("call_pieces")
+    with pytest.raises(SystemExit, match="^call_pieces: --model nope:x: invalid model spec"):
+        bench.main(["--model", "nope:x"])
