@@ -143,6 +143,17 @@ def test_every_ranks_file_is_read_and_each_rank_writes_its_own(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0.jsonl", "rank1.jsonl"]
 
 
+def test_a_named_file_is_written_and_read_alone(tmp_path):
+    CachedLLM(_model(), CallCache(tmp_path, "m", rank=0)).generate(_asks(2))
+    CachedLLM(_model(), CallCache(tmp_path, "m", name="doc-a")).generate(_asks(3)[2:])
+
+    model = _model()
+    doc_a = CachedLLM(model, CallCache(tmp_path, "m", name="doc-a"))
+    doc_a.generate(_asks(3))  # the rank file's two calls are not this document's
+    assert len(model.calls) == 2 and doc_a.replayed == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["doc-a.jsonl", "rank0.jsonl"]
+
+
 def test_log_probabilities_come_back_and_a_nan_one_stays_nan(tmp_path):
     class WithLogprobs(ScriptedLLM):
         def _generate(self, requests):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from synth_helpers import synth_llm, topic_text
 
 from chunkwise.synth import SynthConfig, run_synth, validate_record
@@ -153,3 +155,64 @@ def test_shards_come_from_the_launcher_unless_given():
     assert shard_from_env(None, None, {"WORLD_SIZE": "4", "RANK": "2"}) == (4, 2)
     assert shard_from_env(3, 1, {"WORLD_SIZE": "4", "RANK": "2"}) == (3, 1)
     assert shard_from_env(3, None, {"WORLD_SIZE": "4", "RANK": "2"}) == (3, 0)
+
+
+def dies_after(llm, answered: int):
+    """``llm``, interrupted (as a kill would) by the first batch that would take it past
+    ``answered`` answered requests; that batch is answered to no one."""
+    real = llm._generate
+
+    def generate(requests):
+        if len(llm.calls) + len(requests) > answered:
+            raise KeyboardInterrupt
+        return real(requests)
+
+    llm._generate = generate
+    return llm
+
+
+def test_a_killed_run_resumes_inside_its_documents_from_their_kept_calls(tmp_path):
+    docs = tmp_path / "docs"
+    make_docs(docs, 4)
+    reference = tmp_path / "reference"
+    whole = synth_llm(1024)
+    run_synth(cfg(docs, reference), llm=whole)
+    want = sorted((r["id"], r["question"], r["answer"]) for r in records(reference))
+    assert not (reference / "work" / "calls").exists()  # nothing to resume: no calls kept
+
+    out = tmp_path / "out"
+    # one document at a time, so the kill lands inside the second document (the first holds
+    # 7 calls); with several, a kill can fall where no document in flight has finished a call
+    first = dies_after(synth_llm(1024), 10)
+    with pytest.raises(KeyboardInterrupt):
+        run_synth(dataclasses.replace(cfg(docs, out), concurrency=1), llm=first)
+    kept = list((out / "work" / "calls").glob("doc-*.jsonl"))
+    assert kept, "the documents in flight keep their finished calls"
+    assert len(ledger_lines(out)) < 4
+
+    second = synth_llm(1024)
+    run_synth(cfg(docs, out), llm=second)  # two at a time: the kept calls under the batcher
+    got = sorted((r["id"], r["question"], r["answer"]) for r in records(out))
+    assert got == want
+    # every call answered before the kill is replayed, none asked again
+    assert len(first.calls) + len(second.calls) == len(whole.calls)
+    runs = (out / "work" / "runs-part-00000-of-00001.jsonl").read_text().splitlines()
+    calls = json.loads(runs[-1])["calls"]
+    assert calls["computed"] == len(second.calls) and calls["replayed"] > 0
+    assert not (out / "work" / "calls").exists()  # every document finished: no file left
+
+
+def test_a_finished_documents_leftover_calls_file_is_deleted_on_rerun(tmp_path):
+    from chunkwise.synth.build import calls_name
+
+    docs = tmp_path / "docs"
+    make_docs(docs, 2)
+    out = tmp_path / "out"
+    run_synth(cfg(docs, out), llm=synth_llm(1024))
+    sid = ledger_lines(out)[0]["source_id"]
+    stale = out / "work" / "calls" / f"{calls_name(sid)}.jsonl"
+    stale.parent.mkdir()
+    stale.write_text("")  # killed between the ledger line and the file's deletion
+    again = synth_llm(1024)
+    run_synth(cfg(docs, out), llm=again)
+    assert again.calls == [] and not stale.parent.exists()

@@ -1,4 +1,5 @@
-"""Model calls kept on disk, so that a killed evaluation resumes inside an example.
+"""Model calls kept on disk, so that a killed evaluation resumes inside an example (and a
+killed synthesis inside a document).
 
 ``chunkwise eval`` resumes at the granularity of examples: a prediction line is written when
 its example is answered. A MapReduce answer over a 128K-token document is hundreds of map
@@ -27,7 +28,10 @@ replays them instead of asking the model again, so a kill costs at most one *pie
 * **Files.** One appender per rank (``rank<r>.jsonl``, the :class:`~chunkwise.io.JsonlAppender`
   that writes prediction lines too: a half-written last line from a kill is dropped on
   reopening); lookups read every rank's file, so a rerun with another number of ranks still
-  replays what any rank finished.
+  replays what any rank finished. ``chunkwise synth`` keeps one file per document in flight
+  (``work/calls/doc-<hash>.jsonl``, read by that document alone) and deletes it once the
+  document's ledger line is written, so the folder holds only unfinished documents' calls
+  however long the run.
 
 Replayed completions carry their first run's token counts and latency: the compute an example
 needed is the same, whoever paid for it. :attr:`CachedLLM.replayed` counts them (and the
@@ -91,20 +95,25 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
 
 class CallCache:
     """The calls of one run folder: ``folder/rank<rank>.jsonl`` written, every
-    ``folder/rank*.jsonl`` read."""
+    ``folder/rank*.jsonl`` read. With ``name``, the calls of one unit of work (``chunkwise
+    synth``'s document): ``folder/<name>.jsonl`` alone written and read."""
 
-    def __init__(self, folder: str | Path, identity: str, rank: int = 0):
+    def __init__(
+        self, folder: str | Path, identity: str, rank: int = 0, *, name: str | None = None
+    ):
         self.folder = Path(folder)
         self.identity = identity
-        self.path = self.folder / f"rank{rank}.jsonl"
+        self.path = self.folder / f"{name if name is not None else f'rank{rank}'}.jsonl"
         # opened at the first write (a run that fails before any call leaves no file), or now
         # when an earlier run left one: reopening drops a line a kill cut short
         self._app: JsonlAppender | None = None
         if self.path.is_file():
             self._open()
         self._held: dict[str, dict[str, Any]] = {}
-        for path in sorted(self.folder.glob("rank*.jsonl")):
-            self._held.update(_read(path))
+        reads = [self.path] if name is not None else sorted(self.folder.glob("rank*.jsonl"))
+        for path in reads:
+            if path.is_file():
+                self._held.update(_read(path))
 
     def _open(self) -> JsonlAppender:
         if self._app is None or self._app.closed:

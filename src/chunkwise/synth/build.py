@@ -4,9 +4,12 @@ One document at a time per worker, ``concurrency`` workers sharing one backend t
 :class:`~chunkwise.synth.calls.BatchingLLM` (so summary, question and MapReduce calls of
 different documents travel in the same batches). Each finished document is one line of a
 ledger (``work/docs-I-of-N.jsonl``, a :class:`~chunkwise.io.JsonlAppender` keyed by document
-id) holding its records, its pyramid and its stats: a kill loses at most the documents in
-flight, and a rerun skips every id already in the ledger. The final files are derived from the
-ledger and written atomically at the end of every run::
+id) holding its records, its pyramid and its stats, and a rerun skips every id already in
+the ledger. A kill loses none of the model calls the documents in flight had finished either:
+they are kept in ``work/calls/doc-<hash>.jsonl`` (one file a document, written as the calls
+return: :class:`~chunkwise.llm.call_cache.CachedLLM`) and replayed by the rerun, and a
+document's file is deleted once its ledger line is written. The final files are derived from
+the ledger and written atomically at the end of every run::
 
     OUT/config.json                      settings that shape the content (a rerun must match)
     OUT/data/part-I-of-N.jsonl           the records of shard I (one JSON object a line)
@@ -19,6 +22,7 @@ ledger and written atomically at the end of every run::
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 import time
@@ -33,6 +37,8 @@ from chunkwise.embed import Embedder, get_embedder
 from chunkwise.errors import ChunkwiseError, LLMRequestError
 from chunkwise.io import JsonlAppender
 from chunkwise.llm import LLM
+from chunkwise.llm.call_cache import CachedLLM, CallCache
+from chunkwise.llm.loading import model_identity
 from chunkwise.run_folders import check_run_folder
 from chunkwise.synth.calls import BatchingLLM
 from chunkwise.synth.config import SynthConfig
@@ -168,6 +174,11 @@ def _shard_total(cfg: SynthConfig) -> int | None:
     return len(range(cfg.shard_index, n, cfg.num_shards))
 
 
+def calls_name(source_id: str) -> str:
+    """The name of document ``source_id``'s file of kept calls (any id makes a safe name)."""
+    return "doc-" + hashlib.sha256(source_id.encode("utf-8")).hexdigest()[:24]
+
+
 def _process(
     cfg: SynthConfig,
     llm: LLM,
@@ -183,6 +194,8 @@ def _process(
     stop = threading.Event()
     shared: LLM = BatchingLLM(llm) if cfg.concurrency > 1 else llm
     synth = DocumentSynth(cfg, shared, embedder, prompts, stop)
+    calls_dir, identity = ledger_path.parent / "calls", model_identity(cfg.model)
+    calls: Counter[str] = Counter()  # computed by the model / replayed from kept calls
     seen: set[str] = set()
     bar = None
     if cfg.progress:
@@ -190,11 +203,17 @@ def _process(
 
         bar = tqdm(desc="synth documents", unit="doc", total=_shard_total(cfg))
 
+    def forget(sid: str) -> None:
+        """The document has its ledger line: its kept calls are no longer needed."""
+        (calls_dir / f"{calls_name(sid)}.jsonl").unlink(missing_ok=True)
+
     def work(doc: SourceDoc) -> dict[str, Any] | None:
         ctx = shared.worker() if isinstance(shared, BatchingLLM) else contextlib.nullcontext()
+        cache = CallCache(calls_dir, identity, name=calls_name(doc.source_id))
+        kept = CachedLLM(shared, cache)
         with ctx:
             try:
-                return synth.run(doc)
+                return synth.run(doc, kept)
             except Cancelled:
                 return None
             except (LLMRequestError, ChunkwiseError) as e:
@@ -211,6 +230,10 @@ def _process(
                 )
                 fail(doc, e, f"{doc.origin}: {type(e).__name__}: {_first_line(e)}")
                 return None
+            finally:
+                cache.close()  # kept for a rerun until the ledger has the document
+                with lock:
+                    calls.update(computed=kept.computed, replayed=kept.replayed)
 
     def fail(doc: SourceDoc, e: BaseException, first: str) -> None:
         """Record a document that failed after the backend's retries; the run goes on."""
@@ -236,10 +259,11 @@ def _process(
                 list(inflight), return_when=FIRST_COMPLETED, timeout=None if block else 0
             )
             for f in done:
-                inflight.pop(f)
+                sid = inflight.pop(f)
                 entry = f.result()
                 if entry is not None:
                     ledger.write(entry)
+                    forget(sid)
                     info["processed"] += 1
                 if bar is not None:
                     bar.update(1)
@@ -256,6 +280,7 @@ def _process(
                         info["duplicates"] += 1
                     else:
                         info["done_before"] = info.get("done_before", 0) + 1
+                        forget(sid)  # a kill between its ledger line and this deletion
                     continue
                 seen.add(sid)
                 if isinstance(item, SourceSkip):
@@ -284,14 +309,20 @@ def _process(
             for f in list(inflight):
                 f.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
-            for f, _sid in list(inflight.items()):
+            for f, sid in list(inflight.items()):
                 if f.done() and not f.cancelled() and f.exception() is None and f.result():
                     ledger.write(f.result())
+                    forget(sid)
             raise
         finally:
             pool.shutdown(wait=True)
             if bar is not None:
                 bar.close()
+            with contextlib.suppress(OSError):  # gone once no document's calls are left
+                calls_dir.rmdir()
+    if calls["replayed"]:
+        log.info("%d model calls replayed from %s", calls["replayed"], calls_dir)
+    info["calls"] = {"computed": calls["computed"], "replayed": calls["replayed"]}
     info["errors"] = dict(errors)
     info["failed"] = sorted(failures, key=lambda f: f["source_id"])
     return info

@@ -63,7 +63,10 @@ class DocumentSynth:
         if self.stop.is_set():
             raise Cancelled
 
-    def run(self, doc: SourceDoc) -> dict[str, Any]:
+    def run(self, doc: SourceDoc, llm: LLM | None = None) -> dict[str, Any]:
+        """``doc``'s ledger entry; its calls go to ``llm`` (this worker's model by default:
+        the runner passes one that keeps this document's calls)."""
+        llm = llm if llm is not None else self.llm
         t0 = time.perf_counter()
         meter = Meter()
         entry: dict[str, Any] = {
@@ -87,7 +90,7 @@ class DocumentSynth:
             if not doc.text.strip():
                 raise PyramidError("empty_document")
             builder = PyramidBuilder(
-                StageLLM(self.llm, "summary", meter),
+                StageLLM(llm, "summary", meter),
                 self.prompts,
                 self.embedder,
                 PyramidConfig(
@@ -97,7 +100,7 @@ class DocumentSynth:
                     importance=self.cfg.importance,
                     seed=self.cfg.seed,
                 ),
-                rate_llm=StageLLM(self.llm, "importance", meter),
+                rate_llm=StageLLM(llm, "importance", meter),
             )
             self._check_stop()
             pyramid = builder.build(doc.text)
@@ -111,11 +114,9 @@ class DocumentSynth:
             entry["pyramid"] = pyramid.to_dict()
             self._check_stop()
             rng = random.Random(f"{self.cfg.seed}:{doc.source_id}")
-            questions = self._questions(pyramid, rng, StageLLM(self.llm, "question", meter), stats)
+            questions = self._questions(pyramid, rng, StageLLM(llm, "question", meter), stats)
             self._check_stop()
-            records = self._answer(
-                doc, pyramid, questions, StageLLM(self.llm, "answer", meter), stats
-            )
+            records = self._answer(doc, pyramid, questions, StageLLM(llm, "answer", meter), stats)
             entry["records"] = records
             if records:
                 entry.update(status="done", document=doc.text)
