@@ -15,10 +15,10 @@ re-measured whenever a trial's first run finishes before its kill (the machine i
 
 A random kill almost never lands inside a ``write()`` (a record is one short system call), so
 after a kill, with probability ``--tear``, the check leaves what such a kill would: part of a
-line without its newline at the end of a file the run appends to (predictions and the kept
-model calls, the synth ledger, oracle.jsonl, metrics.jsonl). The runs execute a copy of the
-chunkwise package taken at the start (``--live``: the working tree, which others may be
-editing meanwhile).
+line without its newline at the end of a file the run appends to (predictions, the kept model
+calls of eval and synth, the synth ledger, oracle.jsonl, metrics.jsonl). The runs execute a
+copy of the chunkwise package taken at the start (``--live``: the working tree, which others
+may be editing meanwhile).
 
 Compared, per target:
   eval          predictions: every line parses, each id once, the same ids and predictions as
@@ -26,7 +26,8 @@ Compared, per target:
                 folder left
   synth-model   ``chunkwise synth`` with a scripted teacher: every record line parses, each id
                 once, the same (id, question, answer, intermediate) as the reference; every
-                document once in the work ledger; stats.json present
+                document once in the work ledger; stats.json present; no work/calls/ folder
+                left
   synth-oracle  ``chunkwise synth --teacher oracle``: every line parses, each id once, the same
                 records as the reference; stats.json present
   train         ``chunkwise train`` on recipes/tiny: the final checkpoint is step-S with
@@ -270,6 +271,8 @@ def _synth_compare(out: Path, ref: Path, facts: dict[str, Any]) -> list[str]:
     problems += id_problems("ledger", [str(s).rsplit("/", 1)[-1] for s in ledger], want_docs)
     if not (out / "stats.json").exists():
         problems.append("stats.json is missing")
+    if (out / "work" / "calls").exists():
+        problems.append("work/calls/ is still there after the run completed")
     return problems
 
 
@@ -398,7 +401,10 @@ def targets() -> dict[str, Target]:
             _synth_progress,
             _synth_compare,
             setup=_synth_setup,
-            appends=lambda out: sorted((out / "work").glob("docs-part-*.jsonl")),
+            appends=lambda out: [
+                *sorted((out / "work").glob("docs-part-*.jsonl")),
+                *sorted((out / "work" / "calls").glob("doc-*.jsonl")),  # unfinished documents
+            ],
         ),
         "synth-oracle": Target(
             "synth-oracle",
