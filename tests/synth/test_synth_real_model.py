@@ -1,5 +1,6 @@
 """Synthesis with the real embedded model (hf:default) and the real MiniLM embedder on two
-short documents (Python's own reference text, shipped with the interpreter)."""
+short documents (Python's own reference text, shipped with the interpreter), interrupted after
+its first batch and resumed from the calls that batch kept."""
 
 from __future__ import annotations
 
@@ -10,8 +11,25 @@ import pytest
 from chunkwise.synth import SynthConfig, load_dataset, run_synth, validate_record
 
 
+class DiesAtBatch:
+    """``inner``, interrupted (as a kill would) at its ``at``-th batch, which no one gets."""
+
+    def __init__(self, inner, at: int):
+        self.inner, self.at, self.sent = inner, at, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def generate(self, requests):
+        if len(self.sent) + 1 == self.at:
+            raise KeyboardInterrupt
+        out = self.inner.generate(requests)
+        self.sent.append(len(requests))
+        return out
+
+
 @pytest.mark.slow
-def test_hf_default_two_short_documents(tmp_path, embedded_llm):
+def test_hf_default_two_short_documents_killed_and_resumed(tmp_path, embedded_llm):
     import pydoc_data.topics as topics
 
     docs = tmp_path / "docs"
@@ -28,7 +46,18 @@ def test_hf_default_two_short_documents(tmp_path, embedded_llm):
         concurrency=2,
         progress=False,
     )
-    stats = run_synth(cfg, llm=embedded_llm)
+    # the first batch (leaf summaries) finishes no document: its calls are kept, and the rerun
+    # replays them
+    first = DiesAtBatch(embedded_llm, at=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_synth(cfg, llm=first)
+    assert len(first.sent) == 1 and list((out / "work" / "calls").glob("doc-*.jsonl"))
+    second = DiesAtBatch(embedded_llm, at=0)
+    stats = run_synth(cfg, llm=second)
+    runs = (out / "work" / "runs-part-00000-of-00001.jsonl").read_text().splitlines()
+    calls = json.loads(runs[-1])["calls"]
+    assert calls["replayed"] >= first.sent[0] and calls["computed"] == sum(second.sent)
+    assert not (out / "work" / "calls").exists()
 
     assert stats["documents"]["total"] == 2 and stats["documents"]["pyramids_built"] == 2
     assert stats["examples"] >= 1
