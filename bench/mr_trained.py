@@ -168,13 +168,14 @@ def source_summary(per_doc: list[dict[str, float | None] | None]) -> dict[str, A
     }
 
 
-def empty_parts(doc: Any, trace: list[Any]) -> dict[str, int] | None:
+def empty_parts(doc: Any, trace: list[Any]) -> dict[str, Any] | None:
     """The map calls on parts that hold none of ``doc``'s evidence: how many (``parts``), how
-    many said NO INFORMATION (``said_none``), and how many of the others' findings survived every
-    decode-time check (``kept``: distractors that reach the reduce). None when the trace has no
-    map call with a chunk span (standard decoding, an older trace)."""
+    many said NO INFORMATION (``said_none``), how many of the others' findings survived every
+    decode-time check (``kept``: distractors that reach the reduce), and the checks that dropped
+    the rest (``dropped_by``: check -> findings). None when the trace has no map call with a
+    chunk span (standard decoding, an older trace)."""
     spans = [(ev.start, ev.end) for ev in doc.evidence]
-    counts = {"parts": 0, "said_none": 0, "kept": 0}
+    counts: dict[str, Any] = {"parts": 0, "said_none": 0, "kept": 0, "dropped_by": {}}
     maps = 0
     for event in trace:
         e = event if isinstance(event, dict) else event.to_dict()
@@ -185,34 +186,53 @@ def empty_parts(doc: Any, trace: list[Any]) -> dict[str, int] | None:
         if any(overlaps(span, start, end) for span in spans):
             continue
         counts["parts"] += 1
+        check = e["output"].get("dropped")
         if e["output"].get("no_information"):
             counts["said_none"] += 1
-        elif not e["output"].get("dropped"):
+        elif not check:
             counts["kept"] += 1
+        else:
+            counts["dropped_by"][check] = counts["dropped_by"].get(check, 0) + 1
     return counts if maps else None
 
 
-def empty_summary(per_doc: list[dict[str, int] | None]) -> dict[str, Any] | None:
+def empty_summary(per_doc: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     """:func:`empty_parts` over documents: the share of answer-free parts that said NO
-    INFORMATION, with a 95% interval from resampling documents (a document's parts are not
-    independent), and the findings kept per document."""
+    INFORMATION (the model's own behaviour) and the share that sent the reduce nothing
+    (``quiet``: they said it, or a decode-time check dropped their finding: what the reduce
+    sees), each with a 95% interval from resampling documents (a document's parts are not
+    independent); the findings kept per document, and the checks that dropped the others
+    (``dropped_by``, over the documents that record them)."""
     docs = [d for d in per_doc if d is not None and d["parts"]]
     if not docs:
         return None
     parts = np.array([d["parts"] for d in docs], dtype=float)
     said = np.array([d["said_none"] for d in docs], dtype=float)
+    quiet = parts - np.array([d["kept"] for d in docs], dtype=float)
     rng = np.random.default_rng(0)
     picks = rng.integers(0, len(docs), size=(ROUNDS, len(docs)))
-    ratios = said[picks].sum(axis=1) / parts[picks].sum(axis=1)
-    low, high = np.percentile(ratios, [2.5, 97.5])
+
+    def interval(counts: np.ndarray) -> list[float]:
+        ratios = counts[picks].sum(axis=1) / parts[picks].sum(axis=1)
+        return _points(tuple(float(x) for x in np.percentile(ratios, [2.5, 97.5])))
+
+    dropped_by: dict[str, int] = {}
+    for d in docs:
+        for check, n in (d.get("dropped_by") or {}).items():
+            dropped_by[check] = dropped_by.get(check, 0) + n
     return {
         "docs": len(docs),
         "parts": int(parts.sum()),
         "said_none": int(said.sum()),
         "share": round(100 * float(said.sum() / parts.sum()), 2),
-        "ci95": _points((float(low), float(high))),
+        "ci95": interval(said),
+        "quiet_share": round(100 * float(quiet.sum() / parts.sum()), 2),
+        "quiet_ci95": interval(quiet),
         "kept": sum(d["kept"] for d in docs),
         "kept_per_doc": round(sum(d["kept"] for d in docs) / len(docs), 3),
+        "dropped": int(quiet.sum() - said.sum()),
+        "dropped_by": dict(sorted(dropped_by.items(), key=lambda kv: -kv[1])),
+        "dropped_by_docs": sum(1 for d in docs if "dropped_by" in d),
     }
 
 
@@ -679,20 +699,34 @@ def sources_table(out: dict[str, Any]) -> str:
     )
 
 
+def _dropped(s: dict[str, Any]) -> str:
+    """The findings the decode-time checks dropped, by check where the rows record it."""
+    if "dropped" not in s:  # a report made before the count
+        return "-"
+    by = s.get("dropped_by") or {}
+    named = ", ".join(f"{check} {n}" for check, n in by.items())
+    if s.get("dropped_by_docs", 0) < s["docs"]:  # some rows predate the checks' names
+        return f"{s['dropped']}" + (f" ({named} in {s['dropped_by_docs']} docs)" if named else "")
+    return f"{s['dropped']}" + (f": {named}" if named else "")
+
+
 def empty_table(out: dict[str, Any]) -> str:
     """Parts holding none of the evidence: per arm and family row, the share whose map said NO
-    INFORMATION and the findings from them that survived the decode-time checks."""
+    INFORMATION, the share that sent the reduce nothing (the decode-time checks dropped the
+    rest's findings), the findings that survived and those the checks dropped."""
     rows = [
         [name, label, s["docs"], s["parts"], estimate(s["share"], *s["ci95"]),
-         f"{s['kept']} ({s['kept_per_doc']})"]
+         estimate(s["quiet_share"], *s["quiet_ci95"]) if "quiet_share" in s else "-",
+         f"{s['kept']} ({s['kept_per_doc']})", _dropped(s)]
         for name, arm in out["arms"].items()
         for label, s in (arm.get("no_information") or {}).items()
     ]  # fmt: skip
     head = ["arm", "family", "docs", "answer-free parts", "said NO INFORMATION [95%]",
-            "findings kept (per doc)"]  # fmt: skip
-    return markdown_table(rows, head, align="llrrrr") + (
-        "\n\nmap calls on parts holding none of the document's evidence; the interval resamples "
-        "documents"
+            "sent the reduce nothing [95%]", "findings kept (per doc)", "findings dropped"]  # fmt: skip
+    return markdown_table(rows, head, align="llrrrrrl") + (
+        "\n\nmap calls on parts holding none of the document's evidence; a part sends the reduce "
+        "nothing when it says NO INFORMATION or a decode-time check drops its finding; the "
+        "intervals resample documents"
     )
 
 

@@ -1,5 +1,6 @@
 """bench/mr_trained.py's report on parts that hold none of the evidence: the share whose map
-said NO INFORMATION (issue #49's goal: >= 90%) and the findings from them that were kept."""
+said NO INFORMATION (issue #49's goal: >= 90%), the share that sent the reduce nothing, and the
+findings from them that were kept or dropped (by which check)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,12 @@ def test_empty_parts_counts_only_the_parts_without_evidence():
         part((330, 400), "the key", dropped="question_echo"),  # answer-free, dropped by a check
         {"stage": "reduce", "inputs": [0], "output": {"answer": "v", "span": (0, 400)}},
     ]
-    assert bench.empty_parts(doc, trace) == {"parts": 3, "said_none": 1, "kept": 1}
+    assert bench.empty_parts(doc, trace) == {
+        "parts": 3,
+        "said_none": 1,
+        "kept": 1,
+        "dropped_by": {"question_echo": 1},
+    }
     # standard decoding (no map call with a span) has no parts to count
     assert bench.empty_parts(doc, [{"stage": "answer", "inputs": [], "output": {}}]) is None
 
@@ -44,19 +50,28 @@ def test_empty_parts_counts_only_the_parts_without_evidence():
 def test_empty_summary_pools_parts_and_resamples_documents():
     bench = load_bench("mr_trained")
     per_doc = [
-        {"parts": 8, "said_none": 8, "kept": 0},
-        {"parts": 2, "said_none": 0, "kept": 2},
+        {"parts": 8, "said_none": 6, "kept": 0, "dropped_by": {"question_echo": 2}},
+        {"parts": 2, "said_none": 0, "kept": 2, "dropped_by": {}},
         {"parts": 0, "said_none": 0, "kept": 0},  # every part held evidence: no say
         None,  # not a mapreduce trace
     ]
     s = bench.empty_summary(per_doc)
-    assert (s["docs"], s["parts"], s["said_none"], s["kept"]) == (2, 10, 8, 2)
-    assert s["share"] == 80.0  # pooled over parts, not the mean of 100% and 0%
-    assert s["ci95"][0] < 80.0 < s["ci95"][1] <= 100.0
+    assert (s["docs"], s["parts"], s["said_none"], s["kept"]) == (2, 10, 6, 2)
+    assert s["share"] == 60.0  # pooled over parts, not the mean of 75% and 0%
+    assert s["ci95"][0] < 60.0 < s["ci95"][1] <= 100.0
+    # what the reduce sees: the two echoes were dropped, so 8 of 10 parts sent it nothing
+    assert s["quiet_share"] == 80.0 and s["quiet_ci95"][0] < 80.0 < s["quiet_ci95"][1]
+    assert s["dropped"] == 2 and s["dropped_by"] == {"question_echo": 2}
     assert s["kept_per_doc"] == 1.0
     assert bench.empty_summary([None]) is None
     out = {"arms": {"mr/mapreduce": {"no_information": {"kv_retrieval": s}}}}
-    assert "| mr/mapreduce | kv_retrieval | 2 | 10 | 80" in bench.empty_table(out)
+    table = bench.empty_table(out)
+    assert "| mr/mapreduce | kv_retrieval | 2 | 10 | 60" in table
+    assert "| 2 (1.0) | 2: question_echo 2 |" in table
+    # rows answered before the checks were named: the count, without names
+    old = bench.empty_summary([{"parts": 4, "said_none": 1, "kept": 1}])
+    assert old["dropped"] == 2 and old["dropped_by"] == {} and old["quiet_share"] == 75.0
+    assert "| 1 (1.0) | 2 |" in bench.empty_table({"arms": {"a": {"no_information": {"f": old}}}})
 
 
 @pytest.mark.slow
@@ -78,5 +93,6 @@ def test_a_run_reports_no_information_per_family_and_arm(tmp_path):
     s = res["arms"]["mr/mapreduce"]["no_information"]["passkey"]
     assert s["docs"] == 2 and s["parts"] >= 4 and s["share"] == 0.0
     assert s["kept"] == s["parts"] and s["kept_per_doc"] == s["parts"] / 2
+    assert s["quiet_share"] == 0.0 and s["dropped"] == 0
     assert not res["arms"]["base/standard"].get("no_information")
     assert "said NO INFORMATION" in (out / "table.md").read_text()
