@@ -97,6 +97,26 @@ def test_a_run_that_fails_before_any_call_leaves_no_calls_folder(tmp_path):
     assert not (out / "calls").exists()
 
 
+def test_the_progress_bar_counts_the_calls_as_they_return(tmp_path, monkeypatch, capfd):
+    """Examples at 128K finish hours apart: the bar shows the calls computed and replayed so
+    far, updated after every piece."""
+    import re
+
+    monkeypatch.setattr(call_cache, "PIECE_CALLS", 3)
+    dying = Counting(scripted.SCRIPTS["passkey"](), alive=4)
+    with pytest.raises(LLMRequestError):
+        run_eval(_cfg(tmp_path), llm=dying, progress=True)
+    first = capfd.readouterr().err
+    assert "calls=3" in first and f"calls={len(dying.keys)}" in first  # piece by piece
+
+    again = Counting(scripted.SCRIPTS["passkey"]())
+    res = run_eval(_cfg(tmp_path), llm=again, progress=True)
+    calls = res["timing"]["calls"]
+    shown = re.findall(r"calls=([\d,]+)(?: \+ ([\d,]+) replayed)?", capfd.readouterr().err)
+    last = tuple(int(x.replace(",", "") or 0) for x in shown[-1])
+    assert last == (calls["computed"], calls["replayed"]) and calls["replayed"] > 0
+
+
 @pytest.mark.slow
 def test_the_embedded_model_resumes_a_mapreduce_answer_mid_document(
     embedded_llm, tmp_path, monkeypatch

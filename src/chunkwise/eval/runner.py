@@ -49,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -108,6 +109,8 @@ class _Session:
     dist: Dist
     progress: bool
     config_written: bool = False
+    #: the kept calls (:class:`~chunkwise.llm.call_cache.CachedLLM`), whose counts the bar shows
+    cached: Any = None
 
 
 @dataclass
@@ -233,7 +236,7 @@ def _run_eval(
             world_size=dist.world,
             templates=plan.templates,
         )
-        s = _Session(run, plan.strategy, RecordingLLM(llm), window, dist, progress)
+        s = _Session(run, plan.strategy, RecordingLLM(llm), window, dist, progress, cached=cached)
         for task in plan.tasks:
             count = llm.count_tokens if llm is not None else None  # None: rescoring
             td = loaded.pop(task, None) or _load(plan, task, count)
@@ -342,6 +345,18 @@ def _generate(s: _Session, task: str, examples: list[dict[str, Any]]) -> None:
     )
     got, n = 0.0, 0
     app: JsonlAppender | None = None
+    # the model calls so far beside the score: at 128K the examples in flight take hours to
+    # finish, and the calls say the run is alive
+    postfix: dict[str, str] = {}
+    shown = threading.Lock()  # the calls are counted in the thread that sends them
+
+    def show(refresh: bool = True, **fields: str) -> None:
+        with shown:
+            postfix.update(fields)
+            bar.set_postfix(postfix, refresh=refresh)
+
+    if s.cached is not None and s.progress:
+        s.cached.on_progress = lambda: show(calls=s.cached.describe())
     try:
         with bar:
             for rec in _answers(s, task, todo):
@@ -353,9 +368,11 @@ def _generate(s: _Session, task: str, examples: list[dict[str, Any]]) -> None:
                 app.write(rec)
                 got += score_record(s.run, task, rec)[1]
                 n += 1
-                bar.set_postfix(score=f"{100 * got / n:.1f}", refresh=False)
+                show(refresh=False, score=f"{100 * got / n:.1f}")
                 bar.update(1)
     finally:
+        if s.cached is not None:
+            s.cached.on_progress = None
         if app is not None:
             app.close()
     log.info("%s%s: %d new predictions (%d were done)", task, where, n, len(my) - len(todo))

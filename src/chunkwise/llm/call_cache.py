@@ -45,7 +45,7 @@ import dataclasses
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +183,10 @@ class CachedLLM:
         #: calls answered from the cache, and calls sent to the model
         self.replayed = 0
         self.computed = 0
+        #: called after each piece the model answered and each batch answered from the cache
+        #: (from the thread that sent it): a progress bar shows the run is alive while the
+        #: examples in flight take hours to finish
+        self.on_progress: Callable[[], None] | None = None
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
@@ -209,10 +213,23 @@ class CachedLLM:
                 self.computed += len(piece)
             for i, c in zip(piece, got, strict=True):
                 out[i] = c
+            self._progress()
+        if not firsts:
+            self._progress()
         for where in todo.values():  # the copies take their first's completion
             for i in where[1:]:
                 out[i] = dataclasses.replace(out[where[0]])  # type: ignore[type-var]
         return [c for c in out if c is not None]
+
+    def _progress(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress()
+
+    def describe(self) -> str:
+        """The calls so far, for a progress bar: ``1,024`` (computed), or ``1,024 + 2,560
+        replayed``."""
+        replayed = f" + {self.replayed:,} replayed" if self.replayed else ""
+        return f"{self.computed:,}{replayed}"
 
     def complete(self, prompt: Any, **params: object) -> Completion:
         from chunkwise.llm.base import GenerationParams
