@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chunkwise.errors import BadInput
+from chunkwise.errors import BadInput, LLMRequestError
 from chunkwise.eval.config import EvalConfig
 from chunkwise.eval.plan import DryRunLLM, parse_rates, plan_eval, probe_rates, to_text
 from chunkwise.eval.runner import run_eval
@@ -102,6 +102,53 @@ def test_the_plan_counts_the_calls_a_run_computes_as_the_run_does(tmp_path):
         assert t["computed"]["prefill_tokens"] < t["prefill_tokens"]
     assert sum(t["computed"]["calls"] for t in plan["tasks"].values()) == computed["calls"]
     assert "the model computes" in to_text(plan)
+
+
+class _Dies:
+    """``llm``, gone (as a killed backend) after ``alive`` generate calls."""
+
+    def __init__(self, llm, alive: int):
+        self._llm, self.alive = llm, alive
+
+    def __getattr__(self, name):
+        return getattr(self._llm, name)
+
+    def generate(self, requests):
+        if self.alive == 0:
+            raise LLMRequestError("the backend went away")
+        self.alive -= 1
+        return self._llm.generate(requests)
+
+    def close(self):
+        pass
+
+
+def test_a_stopped_run_is_planned_for_what_is_left(tmp_path, monkeypatch):
+    """--plan on the folder of a run stopped partway: answered examples are left out and the
+    calls the folder keeps are replayed, so the plan's computed calls are the rerun's."""
+    from chunkwise.llm import call_cache, scripted
+
+    monkeypatch.setattr(call_cache, "PIECE_CALLS", 3)
+    cfg = _cfg(tmp_path, "stopped", strategy="mapreduce", context_window=400, limit=4,
+               tasks=["passkey"])  # fmt: skip
+    fresh = _plan(cfg)
+    with pytest.raises(LLMRequestError):
+        run_eval(cfg, llm=_Dies(scripted.SCRIPTS["passkey"](), alive=3), progress=False)
+    answered = (Path(cfg.output) / "predictions" / "passkey.jsonl").read_text()
+    done = len(answered.splitlines())
+    assert 0 < done < 4  # stopped partway
+    left = _plan(cfg)
+    assert left["resumes"] == cfg.output and left["total"]["done"] == done
+    assert left["total"]["examples"] == 4 - done and left["total"]["kept"] > 0
+    assert left["total"]["computed"]["calls"] < fresh["total"]["computed"]["calls"]
+    assert "what is left of the run in" in to_text(left)
+    rerun = run_eval(cfg, progress=False)
+    assert left["total"]["computed"]["calls"] == rerun["timing"]["calls"]["computed"]
+
+    # a folder of another config is not read: the plan is of a new run, and says why
+    other = _plan(dataclasses.replace(cfg, context_window=500))
+    assert other["resumes"] is None and other["total"]["done"] == 0
+    assert "planned as a new run" in to_text(other) and "different config" in other["refused"]
 
 
 def test_chain_of_agents_plan_counts_one_worker_per_chunk_and_a_manager(tmp_path):

@@ -36,6 +36,13 @@ another, at the rates of ``--plan-rates prefill=TOK_PER_S,decode=TOK_PER_S`` or,
 over text of the first example, a decode call of 64 new tokens). Batched backends run faster
 than this serial sum.
 
+A run folder that already holds part of the run (``--output`` of a killed or stopped run, the
+same config) is planned for what is left: examples with a prediction are left out (``done``),
+and a call the folder keeps in ``calls/`` is replayed, not computed (``kept``; exact for the
+map wave, whose prompts are the very ones the run sends). So ``--plan`` on a run stopped
+halfway through its 128K documents says how long the rest takes. A folder made with another
+config is not read: the plan is of a new run, and says the run would refuse that folder.
+
 The model is loaded for its tokenizer (and the probe); nothing is written to the run folder.
 """
 
@@ -45,12 +52,14 @@ import dataclasses
 import re
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from chunkwise.errors import BadInput
 from chunkwise.eval.config import EvalConfig
 from chunkwise.llm import LLM, Completion, Request
-from chunkwise.llm.call_cache import call_key, replayable
+from chunkwise.llm.call_cache import call_key, kept_keys, replayable
+from chunkwise.llm.loading import model_identity
 
 #: stages whose counts the plan knows exactly: (strategy, stage) -> what is exact
 EXACT: dict[tuple[str, str], tuple[str, ...]] = {
@@ -73,9 +82,20 @@ class DryRunLLM(LLM):
     """The real model's tokenizer, window and prompt format; every call answered at once with
     filler of ``reply_tokens`` tokens (None: the call's whole ``max_new_tokens``)."""
 
-    def __init__(self, model: LLM, reply_tokens: int | None = None):
+    def __init__(
+        self,
+        model: LLM,
+        reply_tokens: int | None = None,
+        *,
+        identity: str = "",
+        kept: set[str] | frozenset[str] = frozenset(),
+    ):
         self.model = model
         self.reply_tokens = reply_tokens
+        #: the keys (under the real model's ``identity``) of the calls a run folder keeps
+        self.identity, self.kept = identity, kept
+        #: planned calls that the folder keeps: a rerun replays them
+        self.replayed_kept = 0
         self.spec = model.spec
         self.chat = model.chat
         self.continues_replies = model.continues_replies
@@ -90,6 +110,9 @@ class DryRunLLM(LLM):
         first of its kind; a repeat is answered from the run's call cache."""
         if not replayable(request):
             return True
+        if self.kept and call_key(self.identity, request) in self.kept:
+            self.replayed_kept += 1
+            return False
         prompt = request.prompt
         text = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
         if any(reply in text for reply in self._replies):
@@ -210,23 +233,38 @@ def _add(block: dict[str, Any], calls: int, prefill: int, decode: int) -> None:
     block["decode_tokens"] = block.get("decode_tokens", 0) + decode
 
 
-def plan_task(plan: Any, task: str, llm: DryRunLLM, progress: bool) -> dict[str, Any]:
+def answered(out: Path, task: str) -> set[Any]:
+    """The ids of ``task`` with a finished prediction in run folder ``out`` (any rank's)."""
+    from chunkwise.eval.run_dir import main_file, read_records, shard_files
+
+    ids: set[Any] = set()
+    for path in [main_file(out, task), *shard_files(out, task)]:
+        ids.update(r["id"] for r in read_records(path) if not r.get("error"))
+    return ids
+
+
+def plan_task(
+    plan: Any, task: str, llm: DryRunLLM, progress: bool, out: Path | None = None
+) -> dict[str, Any]:
     """One task's counts: examples, totals (from the strategy's own stats), per stage (from
-    its trace), and the largest prompt."""
+    its trace), and the largest prompt; the examples run folder ``out`` has answered are left
+    out (``done``)."""
     from tqdm import tqdm
 
     from chunkwise.eval.runner import _load
 
     cfg = plan.cfg
     td = _load(plan, task, llm.count_tokens)
+    done = answered(out, task) if out is not None else set()
+    examples = [ex for ex in td.examples if ex["id"] not in done]
     kind = cfg.prompts if cfg.prompts != "auto" else ("chat" if llm.chat else "base")
     window = plan.strategy.effective_window(llm)
     extra = {"templates": plan.templates} if plan.templates is not None else {}
     total: dict[str, Any] = {}
     stages: dict[str, dict[str, Any]] = {}
     largest = 0
-    before = dict(llm.computed)
-    for ex in tqdm(td.examples, desc=f"plan {task}", unit="ex", disable=not progress):
+    before, kept_before = dict(llm.computed), llm.replayed_kept
+    for ex in tqdm(examples, desc=f"plan {task}", unit="ex", disable=not progress):
         query = plan.bench.build_query(task, ex, kind, window, **extra)
         if cfg.truncation != query.truncation:
             query = dataclasses.replace(query, truncation=cfg.truncation)
@@ -236,13 +274,15 @@ def plan_task(plan: Any, task: str, llm: DryRunLLM, progress: bool) -> dict[str,
         for e in ans.trace:
             _add(stages.setdefault(e.stage, {}), 1, e.prompt_tokens, e.completion_tokens)
             largest = max(largest, e.prompt_tokens)
-    n = len(td.examples)
+    n = len(examples)
     for name, block in stages.items():
         block["exact"] = list(EXACT.get((cfg.strategy, name), ()))
     return {
         "examples": n,
+        "done": len(td.examples) - n,
         **total,
         "computed": {k: v - before[k] for k, v in llm.computed.items()},
+        "kept": llm.replayed_kept - kept_before,
         "per_example": {k: round(v / n, 1) for k, v in total.items()} if n else {},
         "largest_prompt_tokens": largest,
         "stages": stages,
@@ -257,12 +297,17 @@ def plan_eval(
 
     cfg = cfg.resolved()
     plan = _plan(cfg)
-    dry = DryRunLLM(llm, cfg.plan_reply_tokens)
-    tasks = {t: plan_task(plan, t, dry, progress) for t in plan.tasks}
-    total: dict[str, Any] = {"examples": sum(t["examples"] for t in tasks.values())}
+    out, kept, refused = _resumed(cfg)
+    dry = DryRunLLM(llm, cfg.plan_reply_tokens, identity=model_identity(cfg.model), kept=kept)
+    tasks = {t: plan_task(plan, t, dry, progress, out) for t in plan.tasks}
+    total: dict[str, Any] = {
+        "examples": sum(t["examples"] for t in tasks.values()),
+        "done": sum(t["done"] for t in tasks.values()),
+    }
     for t in tasks.values():
         _add(total, t.get("calls", 0), t.get("prefill_tokens", 0), t.get("decode_tokens", 0))
     total["computed"] = dict(dry.computed)
+    total["kept"] = dry.replayed_kept
     report: dict[str, Any] = {
         "benchmark": cfg.benchmark,
         "strategy": cfg.strategy,
@@ -270,6 +315,8 @@ def plan_eval(
         "data": cfg.data,
         "window": plan.strategy.effective_window(llm),
         "reply_tokens": cfg.plan_reply_tokens or "each call's whole output budget (upper bound)",
+        "resumes": str(out) if out is not None else None,
+        "refused": refused,
         "tasks": tasks,
         "total": total,
     }
@@ -282,6 +329,22 @@ def plan_eval(
         report["estimated_seconds"] = round(seconds, 1)
         report["estimated_hours"] = round(seconds / 3600, 2)
     return report
+
+
+def _resumed(cfg: EvalConfig) -> tuple[Path | None, set[str], str | None]:
+    """The run folder this plan continues (``cfg.output`` when it holds part of this run), the
+    keys of the calls it keeps, and why a folder that exists is not continued (it holds a run
+    of another config, which the run would refuse); (None, empty, None) for a new folder."""
+    from chunkwise.eval.run_dir import prepare_run_dir
+
+    out = Path(cfg.output) if cfg.output else None
+    if out is None or not out.is_dir():
+        return None, set(), None
+    try:
+        prepare_run_dir(out, cfg)  # reads only
+    except BadInput as e:
+        return None, set(), str(e)
+    return out, kept_keys(out / "calls"), None
 
 
 def to_text(report: dict[str, Any]) -> str:
@@ -306,6 +369,16 @@ def to_text(report: dict[str, Any]) -> str:
     lines = [
         f"plan: {report['benchmark']} / {report['strategy']} / {report['model']} / "
         f"data {report['data']} / window {report['window']}",
+    ]
+    if report.get("refused"):
+        lines.append(f"planned as a new run: {report['refused']}")
+    if report.get("resumes"):
+        lines.append(
+            f"what is left of the run in {report['resumes']}: {f(tot['done'])} examples "
+            f"answered there are left out, and {f(tot['kept'])} of the planned calls are kept "
+            "there (replayed, not computed)"
+        )
+    lines += [
         markdown_table(rows, head, align="llrrrrl"),
         f"decode counts assume replies of {report['reply_tokens']} tokens"
         if isinstance(report["reply_tokens"], int)

@@ -93,6 +93,15 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
     return held
 
 
+def kept_keys(folder: str | Path) -> set[str]:
+    """The keys of the calls every rank's file in ``folder`` keeps (read only: nothing is
+    written, a torn last line is left as it is)."""
+    keys: set[str] = set()
+    for path in sorted(Path(folder).glob("rank*.jsonl")):
+        keys.update(_read(path))
+    return keys
+
+
 class CallCache:
     """The calls of one run folder: ``folder/rank<rank>.jsonl`` written, every
     ``folder/rank*.jsonl`` read. With ``name``, the calls of one unit of work (``chunkwise
@@ -242,4 +251,4 @@ class CachedLLM:
         self._inner.close()
 
 
-__all__ = ["PIECE_CALLS", "CachedLLM", "CallCache", "call_key", "replayable"]
+__all__ = ["PIECE_CALLS", "CachedLLM", "CallCache", "call_key", "kept_keys", "replayable"]
