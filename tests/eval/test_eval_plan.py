@@ -142,6 +142,12 @@ def test_a_stopped_run_is_planned_for_what_is_left(tmp_path, monkeypatch):
     assert left["total"]["examples"] == 4 - done and left["total"]["kept"] > 0
     assert left["total"]["computed"]["calls"] < fresh["total"]["computed"]["calls"]
     assert "what is left of the run in" in to_text(left)
+    calls = Path(cfg.output) / "calls" / "rank0.jsonl"
+    text = calls.read_text()
+    calls.write_text("{not json\n" + text)  # a line the rerun would refuse: so does the plan
+    with pytest.raises(BadInput, match=r"rank0.jsonl:1: not valid JSON"):
+        _plan(cfg)
+    calls.write_text(text)
     rerun = run_eval(cfg, progress=False)
     assert left["total"]["computed"]["calls"] == rerun["timing"]["calls"]["computed"]
 

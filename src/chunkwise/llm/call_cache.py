@@ -49,6 +49,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from chunkwise.errors import BadInput
 from chunkwise.io import JsonlAppender, iter_lines
 from chunkwise.io.jsonl import parse_jsonl_line
 from chunkwise.llm.base import Completion, Request
@@ -74,18 +75,24 @@ def replayable(request: Request) -> bool:
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Completion))
 
 
-def _read(path: Path) -> dict[str, dict[str, Any]]:
+def _read(path: Path, strict: bool = False) -> dict[str, dict[str, Any]]:
     """The completions a cache file holds, by key; an unfinished last line (a writer killed
     mid-line, or one still writing) or a record that is not a whole completion is skipped:
-    its call is made again."""
+    its call is made again. ``strict``: a complete line that is not JSON is the error that
+    resuming the file gives (the appender that reopens it refuses such a line)."""
     held: dict[str, dict[str, Any]] = {}
     with path.open("rb") as f:
-        for _lineno, raw in iter_lines(f):
+        for lineno, raw in iter_lines(f):
             if raw is None or not raw.endswith(b"\n"):
                 continue
             try:
                 record = parse_jsonl_line(raw)
-            except ValueError:
+            except ValueError as e:
+                if strict and raw.strip():
+                    raise BadInput(
+                        f"{path}:{lineno}: not valid JSON ({e}); this file cannot be resumed. "
+                        "Fix or delete that line, or write to a new file"
+                    ) from None
                 continue
             completion = record.get("completion") if isinstance(record, dict) else None
             if isinstance(completion, dict) and set(completion) == _FIELDS:
@@ -95,10 +102,11 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
 
 def kept_keys(folder: str | Path) -> set[str]:
     """The keys of the calls every rank's file in ``folder`` keeps (read only: nothing is
-    written, a torn last line is left as it is)."""
+    written, a torn last line is left as it is); a line that would stop the run resuming the
+    folder stops this too."""
     keys: set[str] = set()
     for path in sorted(Path(folder).glob("rank*.jsonl")):
-        keys.update(_read(path))
+        keys.update(_read(path, strict=True))
     return keys
 
 
