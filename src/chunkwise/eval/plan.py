@@ -233,16 +233,6 @@ def _add(block: dict[str, Any], calls: int, prefill: int, decode: int) -> None:
     block["decode_tokens"] = block.get("decode_tokens", 0) + decode
 
 
-def answered(out: Path, task: str) -> set[Any]:
-    """The ids of ``task`` with a finished prediction in run folder ``out`` (any rank's)."""
-    from chunkwise.eval.run_dir import main_file, read_records, shard_files
-
-    ids: set[Any] = set()
-    for path in [main_file(out, task), *shard_files(out, task)]:
-        ids.update(r["id"] for r in read_records(path) if not r.get("error"))
-    return ids
-
-
 def plan_task(
     plan: Any, task: str, llm: DryRunLLM, progress: bool, out: Path | None = None
 ) -> dict[str, Any]:
@@ -251,6 +241,7 @@ def plan_task(
     out (``done``)."""
     from tqdm import tqdm
 
+    from chunkwise.eval.run_dir import answered
     from chunkwise.eval.runner import _load
 
     cfg = plan.cfg

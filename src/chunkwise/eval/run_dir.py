@@ -139,6 +139,15 @@ def shard_files(out: Path, task: str) -> list[Path]:
     return sorted((out / "predictions" / "shards").glob(f"{task}.rank*.jsonl"))
 
 
+def answered(out: Path, task: str) -> set[Any]:
+    """The ids of ``task`` with a finished prediction (no error) in run folder ``out``, in the
+    main file or any rank's shard."""
+    ids: set[Any] = set()
+    for path in [main_file(out, task), *shard_files(out, task)]:
+        ids.update(r["id"] for r in read_records(path) if not r.get("error"))
+    return ids
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Records of a predictions file that another process may still be appending to: an
     unfinished last line is ignored (a complete record without its newline is kept)."""

@@ -65,13 +65,12 @@ from chunkwise.eval.report import RunContext, finish, score_record, wandb_sample
 from chunkwise.eval.rescore import rescore_model_info
 from chunkwise.eval.results import stat_block, stat_sums
 from chunkwise.eval.run_dir import (
+    answered,
     drop_errored,
     lock_run_dir,
     main_file,
     prepare_run_dir,
-    read_records,
     shard_file,
-    shard_files,
     show_ids,
     write_config,
 )
@@ -319,9 +318,7 @@ def _generate(s: _Session, task: str, examples: list[dict[str, Any]]) -> None:
     retried = drop_errored(mine)
     if retried:
         log.info("%s: trying %d failed examples again: %s", task, len(retried), show_ids(retried))
-    done: set[Any] = set()
-    for path in [main_file(out, task), *shard_files(out, task)]:
-        done.update(r["id"] for r in read_records(path) if not r.get("error"))
+    done = answered(out, task)
     unknown = [i for i in done if i not in valid]
     if unknown:
         raise BadInput(
