@@ -110,14 +110,14 @@ class DryRunLLM(LLM):
         first of its kind; a repeat is answered from the run's call cache."""
         if not replayable(request):
             return True
-        if self.kept and call_key(self.identity, request) in self.kept:
+        key = call_key(self.identity, request)  # the run's own key for this call
+        if key in self.kept:
             self.replayed_kept += 1
             return False
         prompt = request.prompt
         text = prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt)
         if any(reply in text for reply in self._replies):
             return True
-        key = call_key("plan", request)
         if key in self._seen:
             return False
         self._seen.add(key)
