@@ -216,3 +216,40 @@ def test_a_finished_documents_leftover_calls_file_is_deleted_on_rerun(tmp_path):
     again = synth_llm(1024)
     run_synth(cfg(docs, out), llm=again)
     assert again.calls == [] and not stale.parent.exists()
+
+
+def test_a_documents_unreadable_calls_file_fails_that_document_alone(tmp_path):
+    """A kept-calls file with a malformed complete line cannot be resumed: its document fails
+    with the error naming file:line, the other documents are synthesized, and once the line is
+    gone a rerun finishes the failed one."""
+    from chunkwise.synth.build import calls_name
+
+    docs = tmp_path / "docs"
+    make_docs(docs, 3)
+    reference = tmp_path / "reference"
+    run_synth(cfg(docs, reference), llm=synth_llm(1024))
+    sids = sorted(line["source_id"] for line in ledger_lines(reference))
+
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):  # killed inside its first document
+        run_synth(
+            dataclasses.replace(cfg(docs, out), concurrency=1), llm=dies_after(synth_llm(1024), 2)
+        )
+    bad = max((out / "work" / "calls").glob("doc-*.jsonl"), key=lambda p: p.stat().st_size)
+    [sid] = [s for s in sids if calls_name(s) == bad.stem]
+    lines = len(bad.read_text().splitlines())
+    assert lines > 0
+    with bad.open("a") as f:
+        f.write('{"key": "k", "completion": \n')  # a complete line that is not JSON
+    stats = run_synth(cfg(docs, out), llm=synth_llm(1024))
+    failed = stats["failed_documents"]
+    assert [f["source_id"] for f in failed] == [sid]
+    assert f"{bad}:{lines + 1}: not valid JSON" in failed[0]["error"]
+    assert sorted(line["source_id"] for line in ledger_lines(out)) == sorted(set(sids) - {sid})
+
+    bad.write_text("".join(bad.read_text().splitlines(keepends=True)[:lines]))
+
+    again = synth_llm(1024)
+    run_synth(cfg(docs, out), llm=again)
+    assert sorted(line["source_id"] for line in ledger_lines(out)) == sids
+    assert not bad.parent.exists()

@@ -209,10 +209,14 @@ def _process(
 
     def work(doc: SourceDoc) -> dict[str, Any] | None:
         ctx = shared.worker() if isinstance(shared, BatchingLLM) else contextlib.nullcontext()
-        cache = CallCache(calls_dir, identity, name=calls_name(doc.source_id))
-        kept = CachedLLM(shared, cache)
+        cache: CallCache | None = None
+        kept: CachedLLM | None = None
         with ctx:
             try:
+                # a kept-calls file this document cannot resume (a malformed line) fails this
+                # document alone, with the error naming file:line; the others go on
+                cache = CallCache(calls_dir, identity, name=calls_name(doc.source_id))
+                kept = CachedLLM(shared, cache)
                 return synth.run(doc, kept)
             except Cancelled:
                 return None
@@ -231,9 +235,11 @@ def _process(
                 fail(doc, e, f"{doc.origin}: {type(e).__name__}: {_first_line(e)}")
                 return None
             finally:
-                cache.close()  # kept for a rerun until the ledger has the document
-                with lock:
-                    calls.update(computed=kept.computed, replayed=kept.replayed)
+                if cache is not None:
+                    cache.close()  # kept for a rerun until the ledger has the document
+                if kept is not None:
+                    with lock:
+                        calls.update(computed=kept.computed, replayed=kept.replayed)
 
     def fail(doc: SourceDoc, e: BaseException, first: str) -> None:
         """Record a document that failed after the backend's retries; the run goes on."""
