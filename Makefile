@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.chunkwise-installed
 
-.PHONY: install wordnet demo test test-fast lint format bench docs-numbers clean vllm default-mr default-coa
+.PHONY: install wordnet demo test test-fast lint format bench docs-numbers clean vllm default-mr default-mr-data default-coa
 
 install: $(STAMP)
 
@@ -131,13 +131,19 @@ DEFAULT_MR_SEED ?= 0
 # at 5e-4 the three agreed on every family but extractive QA and the never-trained variable
 # tracking (docs/log.md)
 DEFAULT_MR_LR ?= 5.0e-4
+# more recipe overrides for the training step, e.g. a candidate recipe's
+# DEFAULT_MR_TRAIN_ARGS="'--data.no_information_keep_by_family={kv_retrieval: 0.3, extractive_qa: 0.5}'"
+DEFAULT_MR_TRAIN_ARGS ?=
 # 1: copy the trained adapter into the package (hf:default-mr); 0: leave it in DEFAULT_MR_OUT
 DEFAULT_MR_INSTALL ?= 1
 # bf16 autocast where the machine computes bf16 natively (CUDA, AVX-512-BF16/AMX CPUs), else fp32
 TRAIN_PRECISION = $$($(BIN)/python -c "from chunkwise.demo.training import training_precision as p; print(p())")
 DEFAULT_MR_SYNTH = $(BIN)/chunkwise synth --teacher oracle --model hf:default-mr --lengths train \
 	  --window 4096 --strategy-args prompts=chat,chunk_tokens=500 --no-progress
-default-mr: install
+# the recipe's oracle records alone (seconds; no model call): `make default-mr-data`, then
+# `.venv/bin/chunkwise train recipes/embedded/default-mr.yaml --data-mix` shows what each family
+# teaches (map findings, NO INFORMATION kept and left out, tokens) before a two-hour training
+default-mr-data: install
 	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/retrieval --n $(DEFAULT_MR_N) --seed 0 \
 	  --families passkey,number_string,kv_retrieval,extractive_qa,conflicting \
 	  --unanswerable $(DEFAULT_MR_UNANSWERABLE)
@@ -153,12 +159,14 @@ default-mr: install
 	  --n $(DEFAULT_MR_EXTRACTIVE_N) --seed 2 --families extractive_qa
 	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/conflicting \
 	  --n $(DEFAULT_MR_CONFLICTING_N) --seed 1 --families conflicting
+
+default-mr: default-mr-data
 	WANDB_MODE=offline $(BIN)/accelerate launch --cpu --num_processes 1 --num_machines 1 \
 	  --mixed_precision no --dynamo_backend no train/sft.py recipes/embedded/default-mr.yaml \
 	  --data.paths='[$(DEFAULT_MR_OUT)/synth/retrieval/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/reasoning/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/kv/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/extractive/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/conflicting/data/oracle.jsonl]' \
 	  --data.reduce_only_paths='[$(DEFAULT_MR_OUT)/synth/multihop-reduce/data/oracle.jsonl,$(DEFAULT_MR_OUT)/synth/extractive-reduce/data/oracle.jsonl]' \
 	  --output_dir=$(DEFAULT_MR_OUT)/train --train.precision=$(TRAIN_PRECISION) \
-	  --train.seed=$(DEFAULT_MR_SEED) --train.lr=$(DEFAULT_MR_LR)
+	  --train.seed=$(DEFAULT_MR_SEED) --train.lr=$(DEFAULT_MR_LR) $(DEFAULT_MR_TRAIN_ARGS)
 	if [ "$(DEFAULT_MR_INSTALL)" = 1 ]; then \
 	  $(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_MR_OUT)/train; fi
 

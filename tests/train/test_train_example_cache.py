@@ -46,6 +46,9 @@ def test_second_build_comes_from_the_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "build_examples", no_tokenizing)
     again, stats2, hit = cache.cached_examples(data, tok, "chat", [FIXTURE], tmp_path / "c")
     assert hit and stats2.to_dict() == stats.to_dict()
+    assert sum(n for k, n in stats2.mix.items() if not k.endswith(("/tokens", "_dropped"))) == len(
+        first
+    )  # the data mix (chunkwise train --data-mix) comes back with the examples
     assert [(e.id, e.stage, e.truncated) for e in again] == [
         (e.id, e.stage, e.truncated) for e in first
     ]

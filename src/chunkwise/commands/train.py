@@ -1,5 +1,6 @@
 """`chunkwise train RECIPE [--key=value ...]`: fine-tune in this process (CPU or one GPU);
-`chunkwise train --plan RECIPE --config_file CFG --num_processes N`: a per-GPU memory plan.
+`chunkwise train --plan RECIPE --config_file CFG --num_processes N`: a per-GPU memory plan;
+`chunkwise train RECIPE --data-mix`: what the recipe's data teaches per family, nothing trained.
 
 Multi-GPU runs go through ``accelerate launch ... train/sft.py RECIPE``; both run
 :func:`chunkwise.train.loop.run`.
@@ -40,7 +41,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--num_processes", type=int, default=8, help="with --plan: GPUs in all (default 8)"
     )
-    parser.add_argument("--json", action="store_true", help="with --plan: JSON rows, no table")
+    parser.add_argument(
+        "--data-mix",
+        action="store_true",
+        help="print the examples RECIPE's data gives per task family (map findings, NO "
+        "INFORMATION kept and left out, collapse, reduce, tokens): tokenized, nothing trained",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="with --plan or --data-mix: JSON rows, no table"
+    )
     parser.add_argument(
         "--trust_checkpoint",
         action="store_true",
@@ -72,11 +81,32 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _data_mix(args: argparse.Namespace) -> int:
+    from chunkwise.train.data_mix import mix_rows, mix_table
+    from chunkwise.train.formats import build_examples
+    from chunkwise.train.modeling import build_tokenizer, prompt_kind
+    from chunkwise.train.recipe import load_recipe, training_files
+
+    recipe = load_recipe(args.recipe, args.overrides or [])
+    files = training_files(recipe.data)
+    tokenizer = build_tokenizer(recipe, files, is_main=False)  # nothing written
+    _, stats = build_examples(recipe.data, tokenizer, prompt_kind(recipe, tokenizer), files)
+    print(json.dumps(mix_rows(stats.mix), indent=1) if args.json else mix_table(stats.mix))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.plan:
         return _plan(args)
     if not args.recipe:
         raise BadInput("name a recipe YAML (or --plan RECIPE)")
+    # the flags that may also follow the recipe (its overrides take the rest of the line)
+    rest = list(args.overrides or [])
+    args.data_mix = args.data_mix or "--data-mix" in rest
+    args.json = args.json or (args.data_mix and "--json" in rest)
+    args.overrides = [o for o in rest if o not in ("--data-mix", "--json" if args.data_mix else "")]
+    if args.data_mix:
+        return _data_mix(args)
     from chunkwise.train.loop import run as train
     from chunkwise.train.recipe import load_recipe
     from chunkwise.train.saving import TRUST_FLAG

@@ -34,7 +34,7 @@ from chunkwise.train.formats import Example, FormatStats, build_examples, files_
 log = logging.getLogger(__name__)
 
 #: bump when the cached layout or the meaning of the examples changes
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 def tokenizer_sha256(tokenizer: Any) -> str:
@@ -99,7 +99,7 @@ def _need(ok: bool, why: str) -> None:
         raise CacheDamaged(why)
 
 
-_COUNTERS = ("skipped", "stages", "formats")
+_COUNTERS = ("skipped", "stages", "formats", "mix")
 
 
 def _stats_from(d: Any) -> FormatStats:

@@ -65,14 +65,19 @@ log = logging.getLogger("chunkwise.train.formats")
 # the whole data set
 
 
+def says_no_information(ex: TextExample) -> bool:
+    """Whether ``ex`` is a map example whose target answer is NO INFORMATION."""
+    if ex.stage != "map":
+        return False
+    target = next((m["content"] for m in reversed(ex.messages) if m["role"] == "assistant"), "")
+    return parse_record(target).no_information
+
+
 def keep_map_example(ex: TextExample, keep: float) -> bool:
     """Whether a map example survives ``data.no_information_keep`` (every other stage does):
     those whose target answer is NO INFORMATION are kept with probability ``keep``, decided by
     a hash of the example id (stable across runs and ranks)."""
-    if keep >= 1.0 or ex.stage != "map":
-        return True
-    target = next((m["content"] for m in reversed(ex.messages) if m["role"] == "assistant"), "")
-    if not parse_record(target).no_information:
+    if keep >= 1.0 or not says_no_information(ex):
         return True
     h = int.from_bytes(hashlib.sha256(ex.id.encode()).digest()[:8], "big") / 2**64
     return h < keep
@@ -85,6 +90,19 @@ def no_information_keep(data: Any, rec: dict[str, Any]) -> float:
     meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
     by_family = data.no_information_keep_by_family or {}
     return float(by_family.get(str(meta.get("family", "")), data.no_information_keep))
+
+
+def _family(rec: dict[str, Any]) -> str:
+    """A record's ``meta.family`` (synthesized data names its task family), else ``-``."""
+    meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
+    return str(meta.get("family") or "-")
+
+
+def _mix_kind(ex: TextExample) -> str:
+    """The :data:`~chunkwise.train.records.MIX_KINDS` entry of a kept example."""
+    if ex.stage == "map":
+        return "map_no_information" if says_no_information(ex) else "map_finding"
+    return ex.stage  # collapse, reduce; standard mode's one example per record is "standard"
 
 
 def build_examples(
@@ -129,12 +147,15 @@ def build_examples(
             )
         only_reduce = str(where.path.resolve()) in reduce_only
         keep = no_information_keep(data, rec)
+        family = _family(rec)
         for ex in texts:
             if only_reduce and ex.stage != "reduce":
                 stats.reduce_only_dropped += 1
                 continue
+            taught = _mix_kind(ex)
             if not keep_map_example(ex, keep):
                 stats.skipped["no_information_subsampled"] += 1
+                stats.mix[f"{family}/map_no_information_dropped"] += 1
                 continue
             ids, labels = enc.encode(ex)
             ids, labels, status = fit_length(ids, labels, data.max_length, data.overlong, ex)
@@ -148,6 +169,8 @@ def build_examples(
             stats.truncated += item.truncated
             stats.examples += 1
             stats.stages[ex.stage] += 1
+            stats.mix[f"{family}/{taught}"] += 1
+            stats.mix[f"{family}/tokens"] += len(item)
             stats.tokens += len(item)
             stats.target_tokens += item.n_targets
             stats.max_tokens = max(stats.max_tokens, len(item))

@@ -55,6 +55,12 @@ class Example:
         return int((self.labels[1:] != IGNORE).sum())
 
 
+#: the kinds of example :attr:`FormatStats.mix` counts: a map example whose target is a finding,
+#: one whose target is NO INFORMATION (kept, or left out by ``data.no_information_keep``); any
+#: other example by its stage (collapse, reduce; standard, chat, single outside mapreduce mode)
+MIX_KINDS = ("map_finding", "map_no_information", "map_no_information_dropped")
+
+
 @dataclass
 class FormatStats:
     records: int = 0
@@ -69,6 +75,10 @@ class FormatStats:
     rechunked_records: int = 0
     #: map and collapse examples of data.reduce_only_paths' records, left out by design
     reduce_only_dropped: int = 0
+    #: what the examples teach, per family (a record's ``meta.family``, ``-`` without one):
+    #: ``<family>/<kind>`` -> examples, ``<family>/tokens`` -> their tokens; kinds in
+    #: :data:`MIX_KINDS` (:func:`chunkwise.train.data_mix.mix_rows` makes the table)
+    mix: Counter = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +93,7 @@ class FormatStats:
             "formats": dict(self.formats),
             "rechunked_records": self.rechunked_records,
             "reduce_only_dropped": self.reduce_only_dropped,
+            "mix": dict(self.mix),
         }
 
 

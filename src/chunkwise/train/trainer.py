@@ -140,6 +140,10 @@ class Trainer:
             self.examples, self.stats, self.cache_hit = cached_examples(
                 r.data, self.tokenizer, self.kind, self.files, self.out_dir / "cache"
             )
+        if r.data.mode == "mapreduce":  # what each family teaches (chunkwise train --data-mix)
+            from chunkwise.train.data_mix import mix_table
+
+            log.info("data mix by family:\n%s", mix_table(self.stats.mix))
         self.lengths = [len(e) for e in self.examples]
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else 0
