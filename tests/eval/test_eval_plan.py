@@ -104,6 +104,34 @@ def test_the_plan_counts_the_calls_a_run_computes_as_the_run_does(tmp_path):
     assert "the model computes" in to_text(plan)
 
 
+def test_mapreduces_checks_do_not_drop_the_plans_stand_in_findings(tmp_path):
+    """hf:default-mr decodes with grounding, anchor_quotes and a confidence floor. Those would
+    drop every filler reply of the plan's stand-in (not a quote, no score), so each reduce was
+    planned as if the map had found nothing, and every document's reduce as the same call
+    (counted once). The plan keeps every finding instead: with the checks on it plans what it
+    plans with them off, while the run's own strategy keeps its checks."""
+    plans = []
+    checks = {"grounding": "true", "anchor_quotes": "true", "min_confidence": "4"}
+    for name, args in (("plain", {}), ("checked", checks)):
+        cfg = _cfg(tmp_path, name, strategy="mapreduce", context_window=2000, data="synthetic:4K",
+                   tasks=["passkey"], strategy_args={"prompts": "chat", **args})  # fmt: skip
+        plans.append(_plan(cfg)["tasks"]["passkey"])
+    plain, checked = plans
+    assert checked["stages"] == plain["stages"] and checked["computed"] == plain["computed"]
+    reduce, maps = checked["stages"]["reduce"], checked["stages"]["map"]
+    assert reduce["prefill_tokens"] > maps["decode_tokens"]  # every map reply reaches it
+    assert checked["computed"]["calls"] >= reduce["calls"] + 1  # each document's own reduce
+
+    from chunkwise.strategies.mapreduce import MapReduce
+
+    mr = MapReduce(grounding=True, anchor_quotes=True, snap_quotes=True, min_confidence="4")
+    twin = mr.for_planning()
+    assert (twin.grounding, twin.anchor_quotes, twin.echo_check, twin.min_confidence) == (
+        False, False, False, "0")  # fmt: skip
+    assert (mr.grounding, mr.anchor_quotes, mr.echo_check, mr.min_confidence) == (
+        True, True, True, "4")  # fmt: skip
+
+
 class _Dies:
     """``llm``, gone (as a killed backend) after ``alive`` generate calls."""
 

@@ -20,8 +20,11 @@ What is exact and what is an estimate (each stage says which, under ``exact``):
 * everything after a model's reply is an estimate: MapReduce's collapse rounds and its reduce
   prompt, and every decode count. The stand-in writes each reply at the call's whole output
   budget (``--plan-reply-tokens N``: N tokens instead), so by default decode counts are an
-  upper bound, and every map reply reads as a finding (a real map call over a chunk without
-  the answer often says NO INFORMATION and is left out of collapse and reduce).
+  upper bound, and every map reply reads as a finding that reaches collapse and reduce (a real
+  map call over a chunk without the answer often says NO INFORMATION and is left out of
+  collapse and reduce). MapReduce's decode-time checks and confidence floor would drop every
+  filler reply, so the plan runs it without them (``MapReduce.for_planning``): the stages
+  after the map are planned as if every finding were kept.
 
 Repeats: a run sends each distinct greedy call to the model once (every finished call is kept,
 :mod:`chunkwise.llm.call_cache`, and a repeat is answered from there), and documents of
@@ -288,6 +291,7 @@ def plan_eval(
 
     cfg = cfg.resolved()
     plan = _plan(cfg)
+    plan = dataclasses.replace(plan, strategy=plan.strategy.for_planning())
     out, kept, refused = _resumed(cfg)
     dry = DryRunLLM(llm, cfg.plan_reply_tokens, identity=model_identity(cfg.model), kept=kept)
     tasks = {t: plan_task(plan, t, dry, progress, out) for t in plan.tasks}

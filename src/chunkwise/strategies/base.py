@@ -159,6 +159,12 @@ class Strategy:
     def run(self, document: str, query: Query, llm: LLM) -> Answer:  # pragma: no cover
         raise NotImplementedError
 
+    def for_planning(self) -> Strategy:
+        """The strategy ``chunkwise eval --plan`` runs against its stand-in model, whose
+        replies are filler: this one, unless a strategy would drop those replies for not being
+        what its model writes (:meth:`MapReduce.for_planning`)."""
+        return self
+
     # helper shared by strategies: one wave of calls, counted
     @staticmethod
     def call(llm: LLM, requests: Sequence[Request], stats: Stats) -> list[Completion]:

@@ -5,6 +5,7 @@ this one.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -165,6 +166,18 @@ class MapReduce(Strategy):
         self.snap_quotes = snap_quotes
         self.anchor_quotes = anchor_quotes
         self.echo_check = echo_check
+
+    def for_planning(self) -> MapReduce:
+        """A copy whose map findings all reach collapse and reduce: no decode-time check
+        (``grounding``, ``anchor_quotes``, ``echo_check``) and no confidence floor drops one.
+        The plan's stand-in replies are filler, not quotes with a score, so those checks would
+        drop every one and plan each reduce as if the map had found nothing (and every
+        document's reduce as the same call); which real findings they drop is not known
+        before the run, so the plan keeps them all: an upper bound for what follows the map."""
+        twin = copy.copy(self)
+        twin.grounding = twin.snap_quotes = twin.anchor_quotes = twin.echo_check = False
+        twin.min_confidence, twin.unscored = "0", "keep"
+        return twin
 
     # -- prompts, public so that training renders exactly what decoding sends --------------
     def _prompts(self, llm: LLM, family: str) -> Prompts:
