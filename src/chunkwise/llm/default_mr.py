@@ -90,6 +90,7 @@ def model_dir(name: str = NAME) -> Path:
     if not all((src / f).is_file() for f in ADAPTER_FILES):
         raise _missing(name)
     from chunkwise.environ import cache_root
+    from chunkwise.llm.built_once import build_once
     from chunkwise.llm.embedded import converted_dir
 
     digest = hashlib.sha256()
@@ -98,12 +99,18 @@ def model_dir(name: str = NAME) -> Path:
     template = chat_template()
     digest.update(template.encode())
     out = cache_root() / "models" / f"{name}-{digest.hexdigest()[:12]}"
-    if (out / "chunkwise_model.json").exists():
+    if _assembled(out):
         return out
     base = converted_dir()
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    return build_once(out, _assembled, lambda tmp: _assemble(src, base, template, tmp))
+
+
+def _assembled(folder: Path) -> bool:
+    return (folder / "chunkwise_model.json").exists()  # written last
+
+
+def _assemble(src: Path, base: Path, template: str, tmp: Path) -> None:
+    """The adapter of ``src`` with the embedded tokenizer of ``base`` under ``template``."""
     for f in ADAPTER_FILES:
         shutil.copyfile(src / f, tmp / f)
     for f in base.iterdir():
@@ -119,9 +126,6 @@ def model_dir(name: str = NAME) -> Path:
     (tmp / "chunkwise_model.json").write_text(
         json.dumps({"base": "hf:default?chat=on"}), encoding="utf-8"
     )
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
-    return out
 
 
 def counting_llm(window: int = 32768) -> Any:

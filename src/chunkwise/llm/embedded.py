@@ -8,11 +8,8 @@ files under ``$CHUNKWISE_CACHE`` (default ``~/.cache/chunkwise``); later loads t
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +17,7 @@ from typing import Any
 
 from chunkwise.environ import cache_root
 from chunkwise.errors import MissingDependency
+from chunkwise.llm.built_once import build_once
 
 log = logging.getLogger(__name__)
 
@@ -44,29 +42,14 @@ def gguf_path() -> Path:
     return Path(pkg.assemble())
 
 
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)  # another process converting: wait for it
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def converted_dir() -> Path:
     """Folder with the converted safetensors checkpoint, converting on first use."""
     out = cache_root() / "models" / MODEL_NAME
     if _current(out):
         return out
-    with _lock(cache_root() / "models" / f".{MODEL_NAME}.lock"):
-        if _current(out):
-            return out
-        if (out / _MARKER).exists():
-            log.warning("%s was converted by an older chunkwise; converting it again", out)
-        _convert(out)
-    return out
+    if (out / _MARKER).exists():
+        log.warning("%s was converted by an older chunkwise; converting it again", out)
+    return build_once(out, _current, _convert)
 
 
 def _current(out: Path) -> bool:
@@ -144,18 +127,16 @@ class _InMemoryFiles:
         return self._np.fromfile(path, dtype=self._np.uint8)
 
 
-def _convert(out: Path) -> None:
+def _convert(tmp: Path) -> None:
+    """The GGUF file dequantized into a safetensors model folder ``tmp`` (with its tokenizer)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     src = gguf_path()
     log.info(
-        "first use of hf:default: converting %s to safetensors in %s (about 1-2 minutes, once)",
+        "first use of hf:default: converting %s to safetensors (about 1-2 minutes, once)",
         src.name,
-        out,
     )
     t0 = time.perf_counter()
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
     with one_gguf_parse():
         tokenizer = AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
         ensure_bos(tokenizer)
@@ -172,6 +153,4 @@ def _convert(out: Path) -> None:
     (tmp / _MARKER).write_text(
         json.dumps({"source": str(src), "hub_id": HUB_ID, "format": CONVERSION_FORMAT})
     )
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
     log.info("converted hf:default in %.0f s", time.perf_counter() - t0)

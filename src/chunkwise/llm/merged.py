@@ -7,7 +7,8 @@ Such an adapter is merged into its base (``peft``'s ``merge_and_unload``, which 
 token rows too) and saved as an ordinary model folder under
 ``$CHUNKWISE_CACHE/models/merged-<hash>``, keyed by the bytes of the adapter's and base's files
 (the base's weights too: two bases of one shape with different weights give two merged
-folders), so the merge runs once per adapter and base version. The weights' digests are
+folders), so the merge runs once per adapter and base version, by one process at a time
+(:mod:`chunkwise.llm.built_once`). The weights' digests are
 cached by file version (:func:`chunkwise.digests.cached_file_sha256`), so a 1 GB base is read
 once, not at every load. The folder takes the adapter folder's tokenizer files
 when it has them (its chat template is the one it was trained on), else the base's.
@@ -17,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import shutil
 from pathlib import Path
 
 from chunkwise.digests import cached_file_sha256
 from chunkwise.errors import BadInput
 from chunkwise.io import parse_json
+from chunkwise.llm.built_once import build_once
 
 log = logging.getLogger("chunkwise.llm.merged")
 
@@ -81,25 +82,27 @@ def merged_dir(base: str | Path, adapter: str | Path, cache: Path | None = None)
         )
     digests = cache / ".digests" if cache else None  # default: $CHUNKWISE_CACHE/digests
     out = (cache or cache_root() / "models") / f"merged-{_digest(base, adapter, digests)}"
-    if (out / "config.json").is_file():
-        return out
+    return build_once(out, _merged, lambda tmp: _merge(base, adapter, tmp))
+
+
+def _merged(folder: Path) -> bool:
+    return (folder / "config.json").is_file()
+
+
+def _merge(base: Path, adapter: Path, tmp: Path) -> None:
+    """``adapter`` merged into ``base``, saved with its tokenizer files into ``tmp``."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    log.info("merging adapter %s into %s -> %s (once per adapter version)", adapter, base, out)
+    log.info("merging adapter %s into %s (once per adapter version)", adapter, base)
     model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
     model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(str(tmp))
     source = adapter if (adapter / "tokenizer_config.json").is_file() else base
     for f in source.iterdir():
         if f.is_file() and f.name.startswith(TOKENIZER_PREFIXES):
             shutil.copyfile(f, tmp / f.name)
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
-    return out
 
 
 __all__ = ["adapter_config", "merged_dir", "needs_merge"]
