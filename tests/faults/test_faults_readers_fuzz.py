@@ -68,7 +68,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from chunkwise.errors import BadInput
@@ -503,6 +503,7 @@ class _OneProcess:
 
 @FUZZ
 @given(raw=json_bytes({"step": 1, "examples_sha256": "abc", "files_sha256": {"a.bin": "0" * 64}}))
+@example(raw=b'{"step": 1, "examples_sha256": "abc", "files_sha256": {"\\n": null}}')  # was 2 lines
 def test_trainer_state_json(root, raw):
     from chunkwise.train.saving import STATE_FILE, resume_point
 

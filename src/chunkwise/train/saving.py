@@ -173,6 +173,13 @@ def checkpoint_digests(accelerator: Any, folder: Path, names: list[str]) -> dict
     return table
 
 
+def _file(folder: Path, name: str) -> str:
+    """``folder/name`` for an error line; repr'd when the name holds a newline or another
+    character that does not print."""
+    path = str(folder / name)
+    return path if path.isprintable() else repr(path)
+
+
 def verify_checkpoint(accelerator: Any, folder: Path, state: dict, *, trust: bool) -> None:
     """Refuse (``BadInput`` naming the file) a checkpoint whose files are not exactly those
     its save recorded in trainer_state.json, byte for byte (sha256).
@@ -202,11 +209,11 @@ def verify_checkpoint(accelerator: Any, folder: Path, state: dict, *, trust: boo
         )
     names = _listing(accelerator, folder)
     missing = sorted(set(recorded) - set(names))
-    if missing:
-        raise BadInput(f"{folder / missing[0]}: written at save but missing now; {how}")
+    if missing:  # a name read from the JSON: quoted when it would break the error's one line
+        raise BadInput(f"{_file(folder, missing[0])}: written at save but missing now; {how}")
     extra = sorted(set(names) - set(recorded))
     if extra:
-        raise BadInput(f"{folder / extra[0]}: not written by this checkpoint's save; {how}")
+        raise BadInput(f"{_file(folder, extra[0])}: not written by this checkpoint's save; {how}")
     digests = checkpoint_digests(accelerator, folder, names)
     changed = [n for n in names if digests[n] != recorded[n]]
     if changed:
