@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
     rest = list(args.overrides or [])
     args.data_mix = args.data_mix or "--data-mix" in rest
     args.json = args.json or (args.data_mix and "--json" in rest)
-    args.overrides = [o for o in rest if o not in ("--data-mix", "--json" if args.data_mix else "")]
+    flags = {"--data-mix", "--json"} if args.data_mix else set()
+    args.overrides = [o for o in rest if o not in flags]
     if args.data_mix:
         return _data_mix(args)
     from chunkwise.train.loop import run as train
