@@ -75,7 +75,11 @@ def _row(family: str, c: Counter, total_tokens: int) -> dict[str, Any]:
 
 def mix_table(mix: Mapping[str, int]) -> str:
     """The markdown table of :func:`mix_rows`."""
-    return markdown_table(mix_rows(mix), list(COLUMNS), missing="-")
+    return _table(mix_rows(mix))
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    return markdown_table(rows, list(COLUMNS), missing="-")
 
 
 def results_table(results: Mapping[str, Any]) -> str:
@@ -84,8 +88,7 @@ def results_table(results: Mapping[str, Any]) -> str:
     rendered blocks, bench/docs_numbers.py)."""
     parts = []
     for mix in results["mixes"]:
-        table = markdown_table(mix["rows"], list(COLUMNS), missing="-")
-        parts.append(f"{mix['name']}:\n\n{table}")
+        parts.append(f"{mix['name']}:\n\n{_table(mix['rows'])}")
     return "\n\n".join(parts)
 
 

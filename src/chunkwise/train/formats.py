@@ -87,19 +87,21 @@ def no_information_keep(data: Any, rec: dict[str, Any]) -> float:
     """The share of ``rec``'s NO-INFORMATION map examples kept: its family's
     (``data.no_information_keep_by_family``, by the record's ``meta.family``), else
     ``data.no_information_keep``."""
-    meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
     by_family = data.no_information_keep_by_family or {}
-    return float(by_family.get(str(meta.get("family", "")), data.no_information_keep))
+    return float(by_family.get(str(_meta(rec).get("family", "")), data.no_information_keep))
+
+
+def _meta(rec: dict[str, Any]) -> dict[str, Any]:
+    return rec["meta"] if isinstance(rec.get("meta"), dict) else {}
 
 
 def _family(rec: dict[str, Any]) -> str:
     """A record's ``meta.family`` (synthesized data names its task family), else ``-``."""
-    meta = rec.get("meta") if isinstance(rec.get("meta"), dict) else {}
-    return str(meta.get("family") or "-")
+    return str(_meta(rec).get("family") or "-")
 
 
 def _mix_kind(ex: TextExample) -> str:
-    """The :data:`~chunkwise.train.records.MIX_KINDS` entry of a kept example."""
+    """What a kept example teaches, as :attr:`FormatStats.mix` names it."""
     if ex.stage == "map":
         return "map_no_information" if says_no_information(ex) else "map_finding"
     return ex.stage  # collapse, reduce; standard mode's one example per record is "standard"

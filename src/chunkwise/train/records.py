@@ -55,12 +55,6 @@ class Example:
         return int((self.labels[1:] != IGNORE).sum())
 
 
-#: the kinds of example :attr:`FormatStats.mix` counts: a map example whose target is a finding,
-#: one whose target is NO INFORMATION (kept, or left out by ``data.no_information_keep``); any
-#: other example by its stage (collapse, reduce; standard, chat, single outside mapreduce mode)
-MIX_KINDS = ("map_finding", "map_no_information", "map_no_information_dropped")
-
-
 @dataclass
 class FormatStats:
     records: int = 0
@@ -76,8 +70,11 @@ class FormatStats:
     #: map and collapse examples of data.reduce_only_paths' records, left out by design
     reduce_only_dropped: int = 0
     #: what the examples teach, per family (a record's ``meta.family``, ``-`` without one):
-    #: ``<family>/<kind>`` -> examples, ``<family>/tokens`` -> their tokens; kinds in
-    #: :data:`MIX_KINDS` (:func:`chunkwise.train.data_mix.mix_rows` makes the table)
+    #: ``<family>/<kind>`` -> examples, ``<family>/tokens`` -> their tokens. Kinds: a map
+    #: example whose target is a finding (``map_finding``) or NO INFORMATION
+    #: (``map_no_information``, or ``map_no_information_dropped`` when
+    #: ``data.no_information_keep`` left it out); any other example by its stage (collapse,
+    #: reduce; standard, chat, single). :func:`chunkwise.train.data_mix.mix_rows` makes the table
     mix: Counter = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
