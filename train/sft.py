@@ -10,9 +10,7 @@ Single process (CPU or one GPU) works without accelerate too:
 Rerunning with the same output_dir resumes from the latest checkpoint. See recipes/*/README.md.
 """
 
-import sys
-
-from chunkwise.train.loop import main
+from chunkwise.train.loop import exit_rank, main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_rank(main())

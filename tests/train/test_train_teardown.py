@@ -1,11 +1,15 @@
 """The training command leaves torch.distributed cleanly: after a saved run the default process
 group is destroyed (a real gloo group of one rank), and without torch imported there is nothing
-to close."""
+to close. A rank of a multi-process launch then ends without interpreter teardown (where gloo
+threads the engines still hold could abort it), its output flushed; one process exits as usual."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -36,3 +40,32 @@ def test_nothing_to_close_without_torch(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "torch.distributed", None)
     _close_process_group()
+
+
+ENDING = textwrap.dedent(
+    """
+    import atexit, logging, sys
+    from chunkwise.train.loop import exit_rank
+    atexit.register(lambda: print("interpreter teardown ran"))
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO)
+    logging.getLogger("x").info("saved the run")
+    sys.stdout.write('{"output_dir": "out"}')  # no newline, no flush: still buffered
+    exit_rank(3)
+    """
+)
+
+
+@pytest.mark.parametrize("world", ["2", "1", None])
+def test_a_launched_rank_ends_without_teardown_and_loses_no_output(world):
+    # stdout block-buffered, as a launcher's pipe leaves it
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "PYTHONUNBUFFERED")}
+    if world is not None:
+        env["WORLD_SIZE"] = world
+    proc = subprocess.run(
+        [sys.executable, "-c", ENDING], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 3
+    assert proc.stdout.startswith('{"output_dir": "out"}'), proc.stdout
+    assert "saved the run" in proc.stderr
+    launched = world is not None and int(world) > 1
+    assert ("interpreter teardown ran" in proc.stdout) is not launched, proc.stdout

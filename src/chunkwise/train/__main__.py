@@ -2,9 +2,7 @@
 ``accelerate launch -m chunkwise.train`` runs from an installed package (train/sft.py is the same
 entry as a script in the checkout)."""
 
-import sys
-
-from chunkwise.train.loop import main
+from chunkwise.train.loop import exit_rank, main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_rank(main())

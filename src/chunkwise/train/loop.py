@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from chunkwise.errors import ChunkwiseError
 from chunkwise.train.recipe import Recipe, load_recipe
@@ -49,16 +50,34 @@ RANK_DIR_ENV = "CHUNKWISE_TRAIN_OUTPUT_DIR_OF_RANK"
 
 
 def _close_process_group() -> None:
-    """Leave torch.distributed cleanly once the run is saved: every rank waits for the others,
-    then the default process group is destroyed. Left to interpreter exit, a rank could be torn
-    down while gloo's threads still ran and abort after a complete run ("terminate called
-    without an active exception", exit -6: once in a fresh-clone CI, FSDP2 with LoRA on two CPU
-    ranks)."""
+    """Leave torch.distributed once the run is saved: every rank waits for the others, then the
+    default process group is destroyed. The groups the engines still hold live on past this;
+    :func:`exit_rank` keeps interpreter teardown from touching them."""
     dist = sys.modules.get("torch.distributed")  # no torch imported: nothing to close
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return
     dist.barrier()
     dist.destroy_process_group()
+
+
+def exit_rank(code: int) -> NoReturn:
+    """End the training entry's process with ``code`` (train/sft.py, ``python -m chunkwise.train``).
+
+    One process: ``sys.exit``. A rank of a multi-process launch (``WORLD_SIZE`` > 1) flushes its
+    logs and stdio and leaves with ``os._exit``, skipping interpreter teardown. The process groups
+    DeepSpeed and accelerate keep referenced outlive ``destroy_process_group``: their gloo threads
+    (``gloo_tcp_loop``, ``pt_gloo_runloop``) are still in /proc/self/task after
+    :func:`_close_process_group` under DDP, ZeRO-2 and ZeRO-3 on two CPU ranks. Teardown then
+    destroys them in no set order, and a rank could abort with -6 ("terminate called without
+    an active exception") after a complete, saved run: once under FSDP2+LoRA, and under ZeRO-3
+    twice in one fresh-clone CI run with the process group already destroyed."""
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
+        sys.exit(code)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _rank_output_dir(output_dir: str) -> str:
@@ -115,6 +134,7 @@ __all__ = [
     "RANK_DIR_ENV",
     "Layout",
     "checkpoints",
+    "exit_rank",
     "forward_backward",
     "incomplete_final",
     "lr_at",
