@@ -67,8 +67,9 @@ def test_an_output_dir_the_ranks_do_not_share_is_refused_on_every_rank(tmp_path)
     proc = run(cmd, **{RANK_DIR_ENV: f"1={elsewhere}"})
     assert proc.returncode != 0
     lines = errors(proc)
-    assert len(lines) == 2, (proc.stdout + proc.stderr)[-3000:]  # every rank says it
-    assert lines[0] == lines[1]
+    # every rank refuses (the check is collective), but the launcher stops the others once the
+    # first exits, so a slower rank may be gone before it writes: one line at least, all alike
+    assert lines and len(set(lines)) == 1, (proc.stdout + proc.stderr)[-3000:]
     assert "is not shared by every rank" in lines[0] and "rank 1 (of 2)" in lines[0]
     assert " training " not in proc.stdout + proc.stderr  # before any model was built
     assert not (out / "checkpoints").exists()

@@ -224,7 +224,9 @@ def test_a_recipe_naming_another_attention_is_one_line_before_the_model(tmp_path
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0
     lines = [x for x in log.splitlines() if x.startswith("train: error:")]
-    assert len(lines) == 2, log[-3000:]  # one per rank
+    # every rank meets the error, but the launcher stops the others once the first rank exits,
+    # so a slower rank may be gone before it writes: at least one line, and all of them alike
+    assert lines and len(set(lines)) == 1, log[-3000:]
     assert "--model.attn_implementation=sdpa" in lines[0]
     # neither DeepSpeed's ValueError nor a traceback through chunkwise (the launcher still
     # reports the ranks' exit status in its own words)
