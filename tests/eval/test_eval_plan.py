@@ -185,6 +185,48 @@ def test_a_stopped_run_is_planned_for_what_is_left(tmp_path, monkeypatch):
     assert "planned as a new run" in to_text(other) and "different config" in other["refused"]
 
 
+def test_what_is_left_is_timed_at_the_pace_the_folder_kept(tmp_path, monkeypatch, capsys):
+    """--plan-rates kept: the stopped run's kept calls took 7 s a piece by the clock, so the
+    rest is timed at their prompt tokens over that time; a folder that keeps none says so."""
+    from chunkwise.cli import main
+    from chunkwise.llm import call_cache, scripted
+
+    class Clock:  # each read moves 7 s: read before and after a piece, it took 7 s
+        now = 0.0
+
+        def __call__(self) -> float:
+            Clock.now += 7.0
+            return Clock.now
+
+    monkeypatch.setattr(call_cache, "PIECE_CALLS", 3)
+    monkeypatch.setattr(call_cache, "_clock", Clock())
+    cfg = _cfg(tmp_path, "paced", strategy="mapreduce", context_window=400, limit=4,
+               tasks=["passkey"])  # fmt: skip
+    args = ["eval", "--model", "scripted:passkey", "--benchmark", "infinitebench", "--tasks",
+            "passkey", "--data", "synthetic:1K", "--limit", "4", "--strategy", "mapreduce",
+            "--context-window", "400", "--output", cfg.output, "--plan", "--no-progress"]  # fmt: skip
+    assert main([*args, "--plan-rates", "kept"]) == 2  # nothing ran yet: one line says so
+    assert "--plan-rates kept: --output keeps no timed calls" in capsys.readouterr().err
+    with pytest.raises(LLMRequestError):
+        run_eval(cfg, llm=_Dies(scripted.SCRIPTS["passkey"](), alive=3), progress=False)
+    kept = [json.loads(x) for x in (Path(cfg.output) / "calls" / "rank0.jsonl").open()]
+    prompt = sum(x["completion"]["prompt_tokens"] for x in kept)
+    pieces = len({x["piece"]["n"] for x in kept})
+    assert pieces >= 2
+
+    capsys.readouterr()
+    assert main([*args, "--plan-rates", "kept"]) == 0
+    text = capsys.readouterr().out
+    plan = json.loads(text.strip().splitlines()[-1])
+    assert plan["rates"]["kept"]["seconds"] == 7.0 * pieces
+    assert plan["rates"]["prefill"] == pytest.approx(prompt / (7.0 * pieces), abs=0.05)
+    left = plan["total"]["computed"]["prefill_tokens"]
+    assert left > 0 and plan["estimated_seconds"] == pytest.approx(
+        left * 7.0 * pieces / prompt, abs=0.1
+    )
+    assert f"time at the pace of the {len(kept)} calls kept in the run folder" in text
+
+
 def test_chain_of_agents_plan_counts_one_worker_per_chunk_and_a_manager(tmp_path):
     cfg = _cfg(tmp_path, "coa", strategy="chain_of_agents", context_window=400)
     plan = _plan(cfg)
@@ -235,7 +277,7 @@ def test_reply_tokens_and_time_estimate(tmp_path):
 
 def test_rates_parse():
     assert parse_rates("prefill=3000,decode=30.5") == {"prefill": 3000.0, "decode": 30.5}
-    assert parse_rates("probe") == "probe"
+    assert parse_rates("probe") == "probe" and parse_rates(" kept ") == "kept"
     assert parse_rates(None) is None
     for bad in ("prefill=3000", "prefill=0,decode=1", "fast", "prefill=1,decode=x"):
         with pytest.raises(BadInput, match="--plan-rates"):
@@ -317,3 +359,33 @@ def test_plan_on_the_embedded_model_matches_its_run(tmp_path, embedded_llm):
     rates = probe_rates(embedded_llm, "The grass is green. " * 100, decode_tokens=8)
     assert rates["prefill"] > 0 and rates["decode"] > 0
     assert rates["probe_decode_tokens"] >= 2
+
+
+@pytest.mark.slow
+def test_a_stopped_run_on_the_embedded_model_is_timed_at_its_own_pace(tmp_path, monkeypatch,
+                                                                      embedded_llm):  # fmt: skip
+    """hf:default's real batches: the run stops after its first piece of map calls; the kept
+    pace is of that piece (its calls, its prompt tokens, at most the run's own wall time),
+    and the plan times the rest of the map wave at it."""
+    import time
+
+    from chunkwise.eval.plan import pace_rates
+    from chunkwise.llm import call_cache
+
+    monkeypatch.setattr(call_cache, "PIECE_CALLS", 2)
+    cfg = EvalConfig(model="hf:default", benchmark="generated", tasks=["passkey"],
+                     data="heldout:1200", limit=1, strategy="mapreduce", context_window=512,
+                     output=str(tmp_path / "stopped"))  # fmt: skip
+    t0 = time.perf_counter()
+    with pytest.raises(LLMRequestError):
+        run_eval(cfg, llm=_Dies(embedded_llm, alive=1), progress=False)
+    wall = time.perf_counter() - t0
+    rates = pace_rates([Path(cfg.output)])
+    kept = rates["kept"]
+    assert kept["calls"] == 2 and 0 < kept["seconds"] <= wall
+    plan = plan_eval(cfg, embedded_llm, progress=False, rates=rates)
+    left = plan["total"]["computed"]
+    assert plan["total"]["kept"] == 2 and left["calls"] >= 1
+    assert plan["estimated_seconds"] == pytest.approx(
+        left["prefill_tokens"] * kept["seconds"] / kept["prompt_tokens"], rel=0.01
+    )

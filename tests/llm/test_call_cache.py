@@ -13,8 +13,9 @@ import math
 import pytest
 
 from chunkwise.errors import LLMRequestError
+from chunkwise.llm import call_cache
 from chunkwise.llm.base import Completion, GenerationParams, Request
-from chunkwise.llm.call_cache import CachedLLM, CallCache, call_key
+from chunkwise.llm.call_cache import CachedLLM, CallCache, call_key, kept_pace
 from chunkwise.llm.scripted import ScriptedLLM
 
 GREEDY = GenerationParams(max_new_tokens=8)
@@ -203,3 +204,63 @@ def test_a_record_that_is_not_a_whole_completion_is_made_again(tmp_path):
     got = CachedLLM(model, CallCache(tmp_path, "m")).generate(_asks(2))
     assert [r.prompt for r in model.calls] == ["question 1"]
     assert [c.text for c in got] == ["answer 0", "answer 1"]
+
+
+class _Clock:
+    """A clock that moves ``step`` seconds each time it is read."""
+
+    def __init__(self, step: float):
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_each_kept_piece_carries_its_wall_time_and_the_pace_counts_it_once(tmp_path, monkeypatch):
+    """Pieces of 4, 4 and 2 calls, each 5 s of the backend's time by the clock: the pace is
+    10 calls in 15 s, whatever the completions' own latencies say (a server's per-call ones
+    here, each 1 s); a rerun that appends another piece adds its own time."""
+    monkeypatch.setattr(call_cache, "_clock", _Clock(5.0))  # read before and after: 5 s a piece
+    model = _model()
+    cached = CachedLLM(model, CallCache(tmp_path, "m"), piece=4)
+    got = cached.generate(_asks(10))
+    cached.close()
+    assert {c.latency_s for c in got} != {5.0}  # the completions' latencies are not the clock's
+    lines = [json.loads(x) for x in (tmp_path / "rank0.jsonl").read_text().splitlines()]
+    assert [x["piece"] for x in lines] == [{"n": 1, "seconds": 5.0}] * 4 + [
+        {"n": 2, "seconds": 5.0}
+    ] * 4 + [{"n": 3, "seconds": 5.0}] * 2
+    pace = kept_pace(tmp_path)
+    assert (pace.calls, pace.seconds) == (10, 15.0)
+    assert pace.prompt_tokens == sum(c.prompt_tokens for c in got) > 0
+    assert pace.completion_tokens == sum(c.completion_tokens for c in got)
+    assert pace.prompt_tokens_per_s == pytest.approx(pace.prompt_tokens / 15.0)
+
+    again = CachedLLM(_model(), CallCache(tmp_path, "m"), piece=4)
+    again.generate(_asks(12))  # ten replayed, two computed in one piece of 5 s
+    assert (again.replayed, again.computed) == (10, 2)
+    assert (kept_pace(tmp_path).calls, kept_pace(tmp_path).seconds) == (12, 20.0)
+
+
+def test_lines_kept_before_pieces_were_timed_count_each_batch_latency_once(tmp_path):
+    """Lines without a ``piece`` (kept by an older chunkwise): a batch's completions share its
+    wall time as their latency (vLLM, hf), so a run of equal latencies is one batch; ranks
+    add up; a torn last line and a line without a latency are not counted."""
+
+    def line(i: int, latency: object, prompt: int = 100) -> str:
+        c = Completion(text=f"a{i}", prompt_tokens=prompt, completion_tokens=7,
+                       finish_reason="stop", latency_s=latency)  # type: ignore[arg-type]  # fmt: skip
+        return json.dumps({"key": f"k{i}", "completion": c.__dict__}) + "\n"
+
+    (tmp_path / "rank0.jsonl").write_text(
+        "".join(line(i, 30.0) for i in range(3))
+        + "".join(line(i, 12.5) for i in range(3, 5))
+        + line(5, None)
+        + line(6, 99.0)[:-9]
+    )
+    (tmp_path / "rank1.jsonl").write_text(line(7, 30.0, prompt=50))  # another rank's batch
+    pace = kept_pace(tmp_path)
+    assert (pace.calls, pace.prompt_tokens, pace.completion_tokens) == (6, 550, 42)
+    assert pace.seconds == 72.5  # 30 + 12.5 on rank 0, 30 on rank 1
+    assert kept_pace(tmp_path / "none") == call_cache.Pace(0, 0, 0, 0.0)

@@ -123,8 +123,8 @@ class EvalConfig:
     #: print what the evaluation would take (examples, LLM calls, prefill and decode tokens,
     #: time) without running it
     plan: bool = False
-    #: with --plan: prefill=TOK_PER_S,decode=TOK_PER_S for the time estimate, or probe (measure
-    #: both on the model with two short calls)
+    #: with --plan: prefill=TOK_PER_S,decode=TOK_PER_S for the time estimate, probe (measure
+    #: both on the model with two short calls), or kept (the pace of the calls --output keeps)
     plan_rates: str | None = None
     #: with --plan: assume each call writes this many tokens (default: its whole output budget,
     #: an upper bound)

@@ -37,7 +37,10 @@ The time is ``computed prefill / prefill rate + computed decode / decode rate``,
 another, at the rates of ``--plan-rates prefill=TOK_PER_S,decode=TOK_PER_S`` or, with
 ``--plan-rates probe``, rates measured on the model with two short calls (a prefill-only call
 over text of the first example, a decode call of 64 new tokens). Batched backends run faster
-than this serial sum.
+than this serial sum. ``--plan-rates kept`` times what is left of a stopped run at the pace its
+own folder's calls were computed (:func:`~chunkwise.llm.call_cache.kept_pace`: their prompt
+tokens over the wall time of the batches that answered them, decoding included): on the same
+machine and backend, the pace the rerun will go at.
 
 A run folder that already holds part of the run (``--output`` of a killed or stopped run, the
 same config) is planned for what is left: examples with a prediction are left out (``done``),
@@ -61,7 +64,7 @@ from typing import Any
 from chunkwise.errors import BadInput
 from chunkwise.eval.config import EvalConfig
 from chunkwise.llm import LLM, Completion, Request
-from chunkwise.llm.call_cache import call_key, kept_keys, replayable
+from chunkwise.llm.call_cache import Pace, call_key, kept_keys, kept_pace, replayable
 from chunkwise.llm.loading import model_identity
 
 #: stages whose counts the plan knows exactly: (strategy, stage) -> what is exact
@@ -171,23 +174,49 @@ class DryRunLLM(LLM):
 
 
 def parse_rates(text: str | None) -> dict[str, float] | str | None:
-    """``prefill=3000,decode=30`` (tokens per second) as a dict, ``probe``, or None."""
+    """``prefill=3000,decode=30`` (tokens per second) as a dict, ``probe``, ``kept``, or
+    None."""
     if text is None or not str(text).strip():
         return None
-    if str(text).strip() == "probe":
-        return "probe"
+    if str(text).strip() in ("probe", "kept"):
+        return str(text).strip()
     rates: dict[str, float] = {}
     for part in str(text).split(","):
         m = _RATE.fullmatch(part)
         if not m or float(m.group(2)) <= 0:
             raise BadInput(
                 f"--plan-rates {text!r}: give prefill=TOK_PER_S,decode=TOK_PER_S (both above "
-                "0, e.g. prefill=3000,decode=30) or probe"
+                "0, e.g. prefill=3000,decode=30), probe or kept"
             )
         rates[m.group(1)] = float(m.group(2))
     if set(rates) != {"prefill", "decode"}:
         raise BadInput(f"--plan-rates {text!r}: give both prefill= and decode=, or probe")
     return rates
+
+
+def pace_rates(folders: Sequence[Path | None]) -> dict[str, Any]:
+    """``--plan-rates kept``: the pace of the calls the run ``folders`` keep (their ``calls/``),
+    as the rates a plan is timed at; BadInput when none keeps a computed call."""
+    pace = Pace(0, 0, 0, 0.0)
+    for out in folders:
+        if out is not None and (out / "calls").is_dir():
+            one = kept_pace(out / "calls")
+            pace = Pace(
+                pace.calls + one.calls,
+                pace.prompt_tokens + one.prompt_tokens,
+                pace.completion_tokens + one.completion_tokens,
+                pace.seconds + one.seconds,
+            )
+    if pace.calls == 0 or pace.seconds <= 0 or pace.prompt_tokens <= 0:
+        raise BadInput(
+            "--plan-rates kept: --output keeps no timed calls of this run yet (a run keeps "
+            "them a piece at a time; a folder of another config is not read), so there is no "
+            "pace to time the plan at; give --plan-rates prefill=...,decode=... or probe"
+        )
+    return {
+        "prefill": round(pace.prompt_tokens_per_s, 3),
+        "kept": dataclasses.asdict(pace),
+    }
 
 
 def probe_rates(
@@ -317,9 +346,9 @@ def plan_eval(
     }
     if rates is not None:
         computed = total["computed"]
-        seconds = computed["prefill_tokens"] / rates["prefill"] + (
-            computed["decode_tokens"] / rates["decode"]
-        )
+        seconds = computed["prefill_tokens"] / rates["prefill"]
+        if "decode" in rates:  # a kept pace has its replies' decoding in its prefill rate
+            seconds += computed["decode_tokens"] / rates["decode"]
         report["rates"] = rates
         report["estimated_seconds"] = round(seconds, 1)
         report["estimated_hours"] = round(seconds / 3600, 2)
@@ -385,7 +414,15 @@ def to_text(report: dict[str, Any]) -> str:
         f"({f(c['prefill_tokens'])} prefill tokens): a repeated call is answered from the "
         "run's kept calls"
     )
-    if "estimated_seconds" in report:
+    if "estimated_seconds" in report and "kept" in report["rates"]:
+        r, k = report["rates"], report["rates"]["kept"]
+        lines.append(
+            f"time at the pace of the {f(k['calls'])} calls kept in the run folder "
+            f"({f(k['prompt_tokens'])} prompt tokens in {k['seconds']:,.0f} s of model time, "
+            f"their replies included: {r['prefill']:g} prompt tokens/s): "
+            f"{report['estimated_seconds']:,.0f} s ({report['estimated_hours']:g} h)"
+        )
+    elif "estimated_seconds" in report:
         r = report["rates"]
         lines.append(
             f"time at prefill {r['prefill']:g} tok/s and decode {r['decode']:g} tok/s, the "
@@ -393,7 +430,7 @@ def to_text(report: dict[str, Any]) -> str:
             f"({report['estimated_hours']:g} h)"
         )
     else:
-        lines.append("no time estimate: give --plan-rates prefill=...,decode=... or probe")
+        lines.append("no time estimate: give --plan-rates prefill=...,decode=..., probe or kept")
     return "\n\n".join(lines)
 
 
@@ -414,6 +451,8 @@ def print_plan(cfg: EvalConfig, *, progress: bool = True) -> list[dict[str, Any]
 
     parse_spec(cfg.model)
     reports = []
+    if rates == "kept":  # every length's folder, pooled: one machine's pace
+        rates = pace_rates([_resumed(one.resolved())[0] for one in cfgs])
     with load_llm(cfg.model) as llm:
         if rates == "probe":  # once, on the first length's first example
             rates = probe_rates(llm, _first_context(cfgs[0], llm))
@@ -435,6 +474,7 @@ def _first_context(cfg: EvalConfig, llm: LLM) -> str:
 __all__ = [
     "EXACT",
     "DryRunLLM",
+    "pace_rates",
     "parse_rates",
     "plan_eval",
     "plan_task",

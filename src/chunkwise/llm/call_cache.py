@@ -32,6 +32,9 @@ replays them instead of asking the model again, so a kill costs at most one *pie
   (``work/calls/doc-<hash>.jsonl``, read by that document alone) and deletes it once the
   document's ledger line is written, so the folder holds only unfinished documents' calls
   however long the run.
+* **Pace.** Each line also carries its piece's number and wall time (``piece``), so
+  :func:`kept_pace` can tell how fast a stopped run went, and ``chunkwise eval --plan
+  --plan-rates kept`` how long the rest takes at that pace.
 
 Replayed completions carry their first run's token counts and latency: the compute an example
 needed is the same, whoever paid for it. :attr:`CachedLLM.replayed` counts them (and the
@@ -45,7 +48,8 @@ import dataclasses
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +60,8 @@ from chunkwise.llm.base import Completion, Request
 
 #: the most requests sent to the backend in one call, each such piece written when it returns
 PIECE_CALLS = 512
+#: the clock a piece's wall time is read from (a test sets its own)
+_clock = time.perf_counter
 
 
 def call_key(identity: str, request: Request) -> str:
@@ -75,12 +81,12 @@ def replayable(request: Request) -> bool:
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Completion))
 
 
-def _read(path: Path, strict: bool = False) -> dict[str, dict[str, Any]]:
-    """The completions a cache file holds, by key; an unfinished last line (a writer killed
-    mid-line, or one still writing) or a record that is not a whole completion is skipped:
-    its call is made again. ``strict``: a complete line that is not JSON is the error that
-    resuming the file gives (the appender that reopens it refuses such a line)."""
-    held: dict[str, dict[str, Any]] = {}
+def _records(path: Path, strict: bool = False) -> Iterator[tuple[str, dict[str, Any], dict]]:
+    """``(key, completion, whole record)`` of each kept call in ``path``, in file order; an
+    unfinished last line (a writer killed mid-line, or one still writing) or a record that is
+    not a whole completion is skipped: its call is made again. ``strict``: a complete line that
+    is not JSON is the error that resuming the file gives (the appender that reopens it refuses
+    such a line)."""
     with path.open("rb") as f:
         for lineno, raw in iter_lines(f):
             if raw is None or not raw.endswith(b"\n"):
@@ -96,8 +102,12 @@ def _read(path: Path, strict: bool = False) -> dict[str, dict[str, Any]]:
                 continue
             completion = record.get("completion") if isinstance(record, dict) else None
             if isinstance(completion, dict) and set(completion) == _FIELDS:
-                held[str(record.get("key"))] = completion
-    return held
+                yield str(record.get("key")), completion, record
+
+
+def _read(path: Path, strict: bool = False) -> dict[str, dict[str, Any]]:
+    """The completions a cache file holds, by key (:func:`_records`)."""
+    return {key: completion for key, completion, _ in _records(path, strict)}
 
 
 def kept_keys(folder: str | Path) -> set[str]:
@@ -108,6 +118,52 @@ def kept_keys(folder: str | Path) -> set[str]:
     for path in sorted(Path(folder).glob("rank*.jsonl")):
         keys.update(_read(path, strict=True))
     return keys
+
+
+@dataclasses.dataclass(frozen=True)
+class Pace:
+    """How fast the calls a run folder keeps were computed: their tokens over the wall time of
+    the backend calls that answered them (:func:`kept_pace`)."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+    @property
+    def prompt_tokens_per_s(self) -> float:
+        """Prompt tokens per second of model time, the decoding of their replies included."""
+        return self.prompt_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def kept_pace(folder: str | Path) -> Pace:
+    """The pace of the calls every rank's file in ``folder`` keeps. Each line carries the wall
+    time of the piece that computed it (``piece``: its number and seconds, written by
+    :class:`CachedLLM`); each piece is counted once. A line kept before pieces were timed has
+    only its completion's ``latency_s``, which vLLM and hf stamp with their whole batch's wall
+    time: consecutive lines with the same one are counted as one piece. (A server's calls carry
+    their own, overlapping latencies: those lines make the pace slower than it was.) Ranks
+    are added up, as if one process had computed every call."""
+    calls = prompt = completion = 0
+    seconds = 0.0
+    for path in sorted(Path(folder).glob("rank*.jsonl")):
+        last: Any = None
+        for _key, c, record in _records(path):
+            piece = record.get("piece")
+            stamp = (
+                (piece.get("n"), piece.get("seconds"))
+                if isinstance(piece, dict)
+                else (None, c.get("latency_s"))
+            )
+            if not isinstance(stamp[1], int | float) or isinstance(stamp[1], bool):
+                continue  # no time to count it against
+            calls += 1
+            prompt += max(int(c.get("prompt_tokens") or 0), 0)
+            completion += max(int(c.get("completion_tokens") or 0), 0)
+            if stamp != last:
+                seconds += float(stamp[1])
+                last = stamp
+    return Pace(calls, prompt, completion, round(seconds, 3))
 
 
 class CallCache:
@@ -127,6 +183,9 @@ class CallCache:
         if self.path.is_file():
             self._open()
         self._held: dict[str, dict[str, Any]] = {}
+        #: pieces this cache has kept (numbers them on their lines; a rerun appends after the
+        #: lines of the run before, whose numbers then differ by their seconds)
+        self._pieces = 0
         reads = [self.path] if name is not None else sorted(self.folder.glob("rank*.jsonl"))
         for path in reads:
             if path.is_file():
@@ -155,9 +214,17 @@ class CallCache:
             }
         return Completion(**got)
 
-    def put(self, pairs: Sequence[tuple[Request, Completion]]) -> None:
-        """Keep each finished, replayable completion, then make the file durable."""
+    def put(
+        self, pairs: Sequence[tuple[Request, Completion]], seconds: float | None = None
+    ) -> None:
+        """Keep each finished, replayable completion, then make the file durable. ``seconds``:
+        the wall time of the backend call that answered ``pairs`` (one piece), kept on each
+        line with the piece's number (:func:`kept_pace`)."""
         app = None
+        piece = None
+        if seconds is not None:
+            self._pieces += 1
+            piece = {"n": self._pieces, "seconds": round(seconds, 4)}
         for request, completion in pairs:
             if completion.finish_reason == "error" or not replayable(request):
                 continue
@@ -166,7 +233,10 @@ class CallCache:
                 continue  # the same call twice in one batch, or a skipped line's call
             record = dataclasses.asdict(completion)
             app = self._open()
-            app.write({"key": key, "completion": record})
+            line: dict[str, Any] = {"key": key, "completion": record}
+            if piece is not None:
+                line["piece"] = piece
+            app.write(line)
             self._held[key] = record
         if app is not None:
             app.sync()
@@ -224,9 +294,12 @@ class CachedLLM:
             self.replayed += len(requests) - len(firsts)
         for start in range(0, len(firsts), self.piece):
             piece = firsts[start : start + self.piece]
+            t0 = _clock()
             got = self._inner.generate([requests[i] for i in piece])
+            wall = _clock() - t0
             with self._lock:
-                self.cache.put([(requests[i], c) for i, c in zip(piece, got, strict=True)])
+                pairs = [(requests[i], c) for i, c in zip(piece, got, strict=True)]
+                self.cache.put(pairs, seconds=wall)
                 self.computed += len(piece)
             for i, c in zip(piece, got, strict=True):
                 out[i] = c
@@ -259,4 +332,13 @@ class CachedLLM:
         self._inner.close()
 
 
-__all__ = ["PIECE_CALLS", "CachedLLM", "CallCache", "call_key", "kept_keys", "replayable"]
+__all__ = [
+    "PIECE_CALLS",
+    "CachedLLM",
+    "CallCache",
+    "Pace",
+    "call_key",
+    "kept_keys",
+    "kept_pace",
+    "replayable",
+]
