@@ -1,6 +1,7 @@
 """bench/mr_trained.py's report on parts that hold none of the evidence: the share whose map
 said NO INFORMATION (issue #49's goal: >= 90%), the share that sent the reduce nothing, and the
-findings from them that were kept or dropped (by which check)."""
+findings from them that were kept or dropped (by which check); and on the parts that hold it:
+whether a right finding reached the reduce, and what the reduce made of it."""
 
 from __future__ import annotations
 
@@ -74,6 +75,64 @@ def test_empty_summary_pools_parts_and_resamples_documents():
     assert "| 1 (1.0) | 2 |" in bench.empty_table({"arms": {"a": {"no_information": {"f": old}}}})
 
 
+def test_answer_parts_counts_the_parts_with_evidence_and_which_findings_are_right():
+    bench = load_bench("mr_trained")
+    doc = Doc(
+        "k",
+        "kv_retrieval",
+        "x" * 400,
+        "q",
+        "v1",
+        evidence=[Evidence(150, 250, "direct", "t", "v1")],
+    )
+    trace = [
+        part((0, 100), "v1"),  # answer-free: not counted here
+        part((100, 160), None),  # holds the evidence's start, said NO INFORMATION
+        part((160, 200), "v1", dropped="misquoted"),  # holds some, a check dropped it
+        part((200, 230), "v2"),  # kept, wrong
+        part((230, 300), "the value is v1"),  # kept, right
+        part((240, 260), None) | {"output": {"span": (240, 260), "extracted_information": "v1"}},
+        {"stage": "reduce", "inputs": [0], "output": {"answer": "v1", "span": (0, 400)}},
+    ]
+    score = lambda text: float("v1" in text)  # noqa: E731
+    assert bench.answer_parts(doc, trace, score) == {
+        "parts": 5, "said_none": 1, "kept": 3, "right": 2, "dropped_by": {"misquoted": 1},
+    }  # fmt: skip
+    assert bench.answer_parts(doc, [{"stage": "answer", "inputs": [], "output": {}}], score) is None
+
+
+def test_answer_summary_splits_the_reduces_accuracy_by_what_it_was_sent():
+    """Three documents' reduces got a right finding (two answered right), two did not (one
+    right anyway); a document whose parts held no evidence, and an older row, are left out."""
+    bench = load_bench("mr_trained")
+
+    def d(parts, said, kept, right, **dropped):
+        return {"parts": parts, "said_none": said, "kept": kept, "right": right,
+                "dropped_by": dropped}  # fmt: skip
+
+    per_doc = [d(2, 0, 2, 1), d(1, 0, 1, 1), d(3, 1, 1, 1, misquoted=1), d(2, 2, 0, 0),
+               d(1, 0, 0, 0, question_echo=1), d(0, 0, 0, 0), None]  # fmt: skip
+    scores = [1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    s = bench.answer_summary(per_doc, scores)
+    assert (s["docs"], s["parts"], s["said_none"], s["kept"], s["right"]) == (5, 9, 3, 4, 3)
+    assert s["said_share"] == pytest.approx(100 * 3 / 9, abs=0.01)
+    assert s["dropped"] == 2 and s["dropped_by"] == {"misquoted": 1, "question_echo": 1}
+    assert s["reached"]["accuracy"] == 60.0 and s["reached"]["n"] == 5
+    assert s["reached"]["ci95"][0] < 60.0 < s["reached"]["ci95"][1]
+    assert (s["accuracy_reached"]["accuracy"], s["accuracy_reached"]["n"]) == (
+        pytest.approx(66.67),
+        3,
+    )
+    assert (s["accuracy_missed"]["accuracy"], s["accuracy_missed"]["n"]) == (50.0, 2)
+    assert bench.answer_summary([None, d(0, 0, 0, 0)], [0.0, 1.0]) is None
+    table = bench.answering_table({"arms": {"mr/mapreduce": {"answering": {"passkey": s}}}})
+    assert (
+        "| mr/mapreduce | passkey | 5 | 9 | 33.33 | 2: misquoted 1, question_echo 1 | 4 (3) |"
+        in table
+    )
+    assert "| 66.67 (3) | 50 (2) |" in table
+
+
 @pytest.mark.slow
 def test_a_run_reports_no_information_per_family_and_arm(tmp_path):
     """A scripted run: the reader answers a pass key where one is and "I don't know." elsewhere:
@@ -96,3 +155,10 @@ def test_a_run_reports_no_information_per_family_and_arm(tmp_path):
     assert s["quiet_share"] == 0.0 and s["dropped"] == 0
     assert not res["arms"]["base/standard"].get("no_information")
     assert "said NO INFORMATION" in (out / "table.md").read_text()
+    # the parts holding the pass key: the scripted reader finds it (its reply, out of the four
+    # fields, is the finding's extracted information), but its reduce says "I don't know."
+    a = res["arms"]["mr/mapreduce"]["answering"]["passkey"]
+    assert a["docs"] == 2 and a["parts"] >= 2 and a["right"] >= 2 and a["said_none"] == 0
+    assert a["reached"]["accuracy"] == 100.0
+    assert a["accuracy_reached"]["accuracy"] == 0.0 and a["accuracy_missed"] is None
+    assert "docs whose reduce got a right finding" in (out / "table.md").read_text()
