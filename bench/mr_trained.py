@@ -18,7 +18,9 @@ plain one scores higher (:func:`source_summary`). On every family whose evidence
 statements (the retrieval families, conflicting, extractive_qa) each mapreduce arm reports how
 the map treats the parts that hold none of it: the share that said NO INFORMATION (issue #49's
 goal: >= 90%) and how many findings from them survived every decode-time check
-(:func:`empty_parts`). Each arm also reports accuracy per template (:func:`template_summary`):
+(:func:`empty_parts`); and how it treats the parts that hold it: whether a right finding
+reached the reduce, and the final accuracy where one did and where none did
+(:func:`answer_parts`: a map that misses the answer told apart from a reduce that loses it). Each arm also reports accuracy per template (:func:`template_summary`):
 per question template and needle ending, and on conflicting per weak-source template with its
 mean confidence, so a held-out cell's loss can be traced to the wordings that cause it.
 
