@@ -75,6 +75,35 @@ def test_merged_folder_computes_base_plus_adapter_and_is_built_once(
     assert merged_dir(tiny_llama, adapter, cache=tmp_path) == out
 
 
+def test_one_adapter_under_two_chat_templates_is_two_merged_folders(
+    tiny_llama, tiny_tokenizer, token_adapter, tmp_path
+):
+    """The merged folder takes the adapter folder's tokenizer files (its chat template), so
+    its name covers them: the same weights with template A, with template B and with none
+    (the base's tokenizer) give three folders, each with its own; one built first is never
+    served for another (a copy of only the adapter's weights once got the trained one's)."""
+    import shutil
+
+    from chunkwise.llm.merged import merged_dir
+
+    adapter, _ = token_adapter
+    folders = {}
+    for name, template in (("a", "A{{ messages }}"), ("b", "B{{ messages }}"), ("bare", None)):
+        copy = tmp_path / name
+        copy.mkdir()
+        for f in ("adapter_config.json", "adapter_model.safetensors"):
+            shutil.copyfile(adapter / f, copy / f)
+        if template is not None:  # the tokenizer as a training run saves it, with its template
+            tiny_tokenizer.save_pretrained(copy)
+            (copy / "chat_template.jinja").write_text(template)
+        folders[name] = merged_dir(tiny_llama, copy, cache=tmp_path / "cache")
+    assert len(set(folders.values())) == 3
+    for name in ("a", "b"):
+        assert (folders[name] / "chat_template.jinja").read_text().startswith(name.upper())
+    assert not (folders["bare"] / "chat_template.jinja").exists()  # the base has none
+    assert (folders["bare"] / "tokenizer_config.json").is_file()
+
+
 def test_vllm_resolution_serves_the_merged_folder_not_a_lora_request(
     tiny_llama, token_adapter, save_random_lora, tmp_path, monkeypatch
 ):

@@ -11,7 +11,8 @@ folders), so the merge runs once per adapter and base version, by one process at
 (:mod:`chunkwise.llm.built_once`). The weights' digests are
 cached by file version (:func:`chunkwise.digests.cached_file_sha256`), so a 1 GB base is read
 once, not at every load. The folder takes the adapter folder's tokenizer files
-when it has them (its chat template is the one it was trained on), else the base's.
+when it has them (its chat template is the one it was trained on), else the base's, and its
+hash covers the files it takes.
 """
 
 from __future__ import annotations
@@ -59,10 +60,23 @@ def needs_merge(adapter: str | Path) -> bool:
     return bool(cfg.get("trainable_token_indices") or cfg.get("modules_to_save"))
 
 
+def _tokenizer_files(adapter: Path, base: Path) -> list[Path]:
+    """The tokenizer files a merged folder takes: the adapter folder's when it has them (the
+    chat template it was trained under), else the base's."""
+    source = adapter if (adapter / "tokenizer_config.json").is_file() else base
+    return sorted(
+        f for f in source.iterdir() if f.is_file() and f.name.startswith(TOKENIZER_PREFIXES)
+    )
+
+
 def _digest(base: Path, adapter: Path, digests: Path | None = None) -> str:
     h = hashlib.sha256()
     for f in ADAPTER_FILES:
         h.update((adapter / f).read_bytes())
+    # the tokenizer files the folder takes: two copies of one adapter under different chat
+    # templates (or one without its own) are two merged folders, not whichever was built first
+    for f in _tokenizer_files(adapter, base):
+        h.update(f"{f.name}:{cached_file_sha256(f, digests)}".encode())
     for f in sorted(base.glob("*.json")):
         h.update(f.name.encode())
         h.update(f.read_bytes())
@@ -99,10 +113,8 @@ def _merge(base: Path, adapter: Path, tmp: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
     model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
     model.save_pretrained(str(tmp))
-    source = adapter if (adapter / "tokenizer_config.json").is_file() else base
-    for f in source.iterdir():
-        if f.is_file() and f.name.startswith(TOKENIZER_PREFIXES):
-            shutil.copyfile(f, tmp / f.name)
+    for f in _tokenizer_files(adapter, base):
+        shutil.copyfile(f, tmp / f.name)
 
 
 __all__ = ["adapter_config", "merged_dir", "needs_merge"]
