@@ -170,62 +170,63 @@ def source_summary(per_doc: list[dict[str, float | None] | None]) -> dict[str, A
     }
 
 
+def _map_outputs(doc: Any, trace: list[Any], holding: bool) -> tuple[int, list[dict[str, Any]]]:
+    """How many map calls of ``trace`` have a chunk span, and the outputs of those whose part
+    holds some of ``doc``'s evidence (``holding``) or none of it."""
+    spans = [(ev.start, ev.end) for ev in doc.evidence]
+    maps, picked = 0, []
+    for event in trace:
+        e = event if isinstance(event, dict) else event.to_dict()
+        if e["stage"] != "map" or "span" not in e["output"]:
+            continue
+        maps += 1
+        start, end = e["output"]["span"]
+        if any(overlaps(span, start, end) for span in spans) == holding:
+            picked.append(e["output"])
+    return maps, picked
+
+
+def _tally(counts: dict[str, Any], output: dict[str, Any]) -> bool:
+    """Count one map call's output in ``counts`` (said NO INFORMATION, dropped by which
+    check, or kept); whether its finding was kept."""
+    counts["parts"] += 1
+    check = output.get("dropped")
+    if output.get("no_information"):
+        counts["said_none"] += 1
+    elif check:
+        counts["dropped_by"][check] = counts["dropped_by"].get(check, 0) + 1
+    else:
+        counts["kept"] += 1
+        return True
+    return False
+
+
 def empty_parts(doc: Any, trace: list[Any]) -> dict[str, Any] | None:
     """The map calls on parts that hold none of ``doc``'s evidence: how many (``parts``), how
     many said NO INFORMATION (``said_none``), how many of the others' findings survived every
     decode-time check (``kept``: distractors that reach the reduce), and the checks that dropped
     the rest (``dropped_by``: check -> findings). None when the trace has no map call with a
     chunk span (standard decoding, an older trace)."""
-    spans = [(ev.start, ev.end) for ev in doc.evidence]
+    maps, outputs = _map_outputs(doc, trace, holding=False)
     counts: dict[str, Any] = {"parts": 0, "said_none": 0, "kept": 0, "dropped_by": {}}
-    maps = 0
-    for event in trace:
-        e = event if isinstance(event, dict) else event.to_dict()
-        if e["stage"] != "map" or "span" not in e["output"]:
-            continue
-        maps += 1
-        start, end = e["output"]["span"]
-        if any(overlaps(span, start, end) for span in spans):
-            continue
-        counts["parts"] += 1
-        check = e["output"].get("dropped")
-        if e["output"].get("no_information"):
-            counts["said_none"] += 1
-        elif not check:
-            counts["kept"] += 1
-        else:
-            counts["dropped_by"][check] = counts["dropped_by"].get(check, 0) + 1
+    for output in outputs:
+        _tally(counts, output)
     return counts if maps else None
 
 
 def answer_parts(doc: Any, trace: list[Any], score: Any) -> dict[str, Any] | None:
-    """The map calls on parts that hold some of ``doc``'s evidence: how many (``parts``), how
-    many said NO INFORMATION there (``said_none``), the checks that dropped findings
-    (``dropped_by``), the findings kept (``kept``) and of those the ones whose answer alone
-    (its extracted information where it has no answer field) scores (``right``, by
-    ``score(text)``: the family's scorer): whether the value the reduce needs reached it. With :func:`empty_parts`, this tells a map that misses the answer from a
-    reduce that loses it. None when the trace has no map call with a chunk span."""
-    spans = [(ev.start, ev.end) for ev in doc.evidence]
+    """The map calls on parts that hold some of ``doc``'s evidence, counted as
+    :func:`empty_parts` counts the others, plus the kept findings whose answer alone (its
+    extracted information where it has no answer field) scores (``right``, by
+    ``score(text)``: the family's scorer): whether the value the reduce needs reached it.
+    Beside :func:`empty_parts`, this tells a map that misses the answer from a reduce that
+    loses it. None when the trace has no map call with a chunk span."""
+    maps, outputs = _map_outputs(doc, trace, holding=True)
     counts: dict[str, Any] = {"parts": 0, "said_none": 0, "kept": 0, "right": 0,
                               "dropped_by": {}}  # fmt: skip
-    maps = 0
-    for event in trace:
-        e = event if isinstance(event, dict) else event.to_dict()
-        if e["stage"] != "map" or "span" not in e["output"]:
-            continue
-        maps += 1
-        start, end = e["output"]["span"]
-        if not any(overlaps(span, start, end) for span in spans):
-            continue
-        counts["parts"] += 1
-        check = e["output"].get("dropped")
-        if e["output"].get("no_information"):
-            counts["said_none"] += 1
-        elif check:
-            counts["dropped_by"][check] = counts["dropped_by"].get(check, 0) + 1
-        else:
-            counts["kept"] += 1
-            said = e["output"].get("answer") or e["output"].get("extracted_information") or ""
+    for output in outputs:
+        if _tally(counts, output):
+            said = output.get("answer") or output.get("extracted_information") or ""
             counts["right"] += score(said) > 0
     return counts if maps else None
 
