@@ -200,13 +200,7 @@ def pace_rates(folders: Sequence[Path | None]) -> dict[str, Any]:
     pace = Pace(0, 0, 0, 0.0)
     for out in folders:
         if out is not None and (out / "calls").is_dir():
-            one = kept_pace(out / "calls")
-            pace = Pace(
-                pace.calls + one.calls,
-                pace.prompt_tokens + one.prompt_tokens,
-                pace.completion_tokens + one.completion_tokens,
-                pace.seconds + one.seconds,
-            )
+            pace += kept_pace(out / "calls")
     if pace.calls == 0 or pace.seconds <= 0 or pace.prompt_tokens <= 0:
         raise BadInput(
             "--plan-rates kept: --output keeps no timed calls of this run yet (a run keeps "

@@ -130,6 +130,14 @@ class Pace:
     completion_tokens: int
     seconds: float
 
+    def __add__(self, other: Pace) -> Pace:
+        return Pace(
+            self.calls + other.calls,
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.seconds + other.seconds,
+        )
+
     @property
     def prompt_tokens_per_s(self) -> float:
         """Prompt tokens per second of model time, the decoding of their replies included."""
@@ -183,8 +191,8 @@ class CallCache:
         if self.path.is_file():
             self._open()
         self._held: dict[str, dict[str, Any]] = {}
-        #: pieces this cache has kept (numbers them on their lines; a rerun appends after the
-        #: lines of the run before, whose numbers then differ by their seconds)
+        #: pieces this cache has kept, numbered on their lines (a rerun counts from 1 again:
+        #: kept_pace tells its first piece from the run before's last by their seconds too)
         self._pieces = 0
         reads = [self.path] if name is not None else sorted(self.folder.glob("rank*.jsonl"))
         for path in reads:
