@@ -259,7 +259,10 @@ def test_lines_kept_before_pieces_were_timed_count_each_batch_latency_once(tmp_p
         + line(5, None)
         + line(6, 99.0)[:-9]
     )
-    (tmp_path / "rank1.jsonl").write_text(line(7, 30.0, prompt=50))  # another rank's batch
+    (tmp_path / "rank1.jsonl").write_text(
+        line(7, 30.0, prompt=50)  # another rank's batch
+        + line(8, 30.0, prompt="many")  # type: ignore[arg-type]  # an edited line: skipped
+    )
     pace = kept_pace(tmp_path)
     assert (pace.calls, pace.prompt_tokens, pace.completion_tokens) == (6, 550, 42)
     assert pace.seconds == 72.5  # 30 + 12.5 on rank 0, 30 on rank 1

@@ -144,6 +144,11 @@ class Pace:
         return self.prompt_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
+def _count(x: Any) -> bool:
+    """Whether ``x`` is a number a line may count by (a JSON number, not true/false)."""
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
 def kept_pace(folder: str | Path) -> Pace:
     """The pace of the calls every rank's file in ``folder`` keeps. Each line carries the wall
     time of the piece that computed it (``piece``: its number and seconds, written by
@@ -163,11 +168,12 @@ def kept_pace(folder: str | Path) -> Pace:
                 if isinstance(piece, dict)
                 else (None, c.get("latency_s"))
             )
-            if not isinstance(stamp[1], int | float) or isinstance(stamp[1], bool):
-                continue  # no time to count it against
+            tokens = (c.get("prompt_tokens"), c.get("completion_tokens"))
+            if not all(_count(x) for x in (stamp[1], *tokens)):
+                continue  # an edited line: no time or no token counts to go by
             calls += 1
-            prompt += max(int(c.get("prompt_tokens") or 0), 0)
-            completion += max(int(c.get("completion_tokens") or 0), 0)
+            prompt += max(tokens[0], 0)
+            completion += max(tokens[1], 0)
             if stamp != last:
                 seconds += float(stamp[1])
                 last = stamp
