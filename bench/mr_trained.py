@@ -258,6 +258,7 @@ def answer_summary(
         "said_share": round(100 * said / parts, 2),
         "dropped": sum(dropped_by.values()),
         "dropped_by": dropped_by,
+        "dropped_by_docs": len(pairs),  # every row names its checks (:func:`_dropped`)
         "kept": sum(d["kept"] for d, _ in pairs),
         "right": sum(d["right"] for d, _ in pairs),
         "reached": summarize(reached),
@@ -828,8 +829,7 @@ def answering_table(out: dict[str, Any]) -> str:
 
     rows = [
         [name, label, s["docs"], s["parts"], f"{s['said_share']:g}",
-         f"{s['dropped']}" + (": " + ", ".join(f"{k} {n}" for k, n in s["dropped_by"].items())
-                              if s["dropped_by"] else ""),
+         _dropped(s),
          f"{s['kept']} ({s['right']})", estimate(s["reached"]["accuracy"], *s["reached"]["ci95"]),
          acc(s["accuracy_reached"]), acc(s["accuracy_missed"])]
         for name, arm in out["arms"].items()
