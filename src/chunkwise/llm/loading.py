@@ -9,15 +9,18 @@ adapter's folder, then the backend named by the spec's prefix builds it.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
 from chunkwise.errors import BadInput
 from chunkwise.llm import default_mr
 from chunkwise.llm.base import LLM
-from chunkwise.llm.model_defaults import ModelDefaults, folder_defaults
+from chunkwise.llm.model_defaults import ModelDefaults, folder_defaults, missing_template
 from chunkwise.llm.spec import BACKENDS, ModelSpec, parse_spec
 from chunkwise.llm.step_checkpoint import step_of
+
+log = logging.getLogger(__name__)
 
 #: backends that can load a packaged adapter by its alias
 ALIAS_BACKENDS = ("hf", "vllm")
@@ -39,6 +42,10 @@ def load_llm(spec: str | ModelSpec, **overrides: str) -> LLM:
     if overrides:
         ms = ModelSpec(ms.backend, ms.target, {**ms.options, **overrides}, ms.adapter, ms.raw)
     ms = resolve_alias(ms)
+    if ms.backend in ALIAS_BACKENDS:
+        warning = missing_template(Path(ms.adapter or ms.target).expanduser())
+        if warning:
+            log.warning("%s", warning)
     module_name, func_name = BACKENDS[ms.backend].split(":")
     loader: Callable[[ModelSpec], LLM] = getattr(importlib.import_module(module_name), func_name)
     llm = loader(ms)

@@ -100,11 +100,61 @@ def folder_defaults(folder: Path, *, finished: bool = True) -> ModelDefaults | N
     return ModelDefaults(str(recipe), recipe_strategy_options(data, recipe))
 
 
+#: a chat template setting that names no template of the run's own
+_NO_OWN_TEMPLATE = ("", "auto", "none")
+
+
+def _trained_template(folder: Path) -> str | None:
+    """The chat template a training run in ``folder`` was told to use (``model.chat_template``
+    of a run trained on chat prompts), or None: no run's summary here, "auto" (the base
+    tokenizer's own) or base prompts."""
+    try:
+        info = parse_json((folder / TRAIN_INFO_FILE).read_bytes(), allow_nan=True)
+    except (OSError, ValueError):
+        return None
+    recipe = info.get("recipe") if isinstance(info, dict) else None
+    model = recipe.get("model") if isinstance(recipe, dict) else None
+    data = recipe.get("data") if isinstance(recipe, dict) else None
+    template = model.get("chat_template") if isinstance(model, dict) else None
+    if not isinstance(template, str) or template.strip().lower() in _NO_OWN_TEMPLATE:
+        return None
+    if not isinstance(data, dict) or data.get("prompts") != "chat":
+        return None
+    return template
+
+
+def _has_chat_template(folder: Path) -> bool:
+    if (folder / "chat_template.jinja").is_file():
+        return True
+    try:
+        config = parse_json((folder / "tokenizer_config.json").read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and bool(config.get("chat_template"))
+
+
+def missing_template(folder: Path) -> str | None:
+    """A warning when ``folder`` is a training run's output that was trained under a chat
+    template of its own but holds none: copied without the tokenizer files its run wrote, it
+    would be decoded under the base model's template (or none), not the one it learned."""
+    template = _trained_template(folder)
+    if template is None or _has_chat_template(folder):
+        return None
+    return (
+        f"{folder}: trained on chat prompts under chat template {template!r} "
+        f"({TRAIN_INFO_FILE}), but the folder holds no chat template "
+        "(chat_template.jinja or tokenizer_config.json): it is decoded under the base "
+        "model's template instead. Copy the tokenizer files its training run wrote beside "
+        "the adapter."
+    )
+
+
 __all__ = [
     "RECIPE_FILE",
     "STRATEGY_FILE",
     "ModelDefaults",
     "folder_defaults",
+    "missing_template",
     "read_recipe",
     "read_strategy_file",
     "recipe_strategy_options",
