@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.chunkwise-installed
 
-.PHONY: install wordnet demo test test-fast lint format bench docs-numbers clean vllm default-mr default-mr-data default-coa
+.PHONY: install wordnet demo test test-fast lint format bench docs-numbers clean vllm default-mr default-mr-data default-mr-ship-check default-coa
 
 install: $(STAMP)
 
@@ -176,6 +176,38 @@ default-mr: default-mr-data
 	  --train.seed=$(DEFAULT_MR_SEED) --train.lr=$(DEFAULT_MR_LR) $(DEFAULT_MR_TRAIN_ARGS)
 	if [ "$(DEFAULT_MR_INSTALL)" = 1 ]; then \
 	  $(BIN)/python -m chunkwise.llm.default_mr install $(DEFAULT_MR_OUT)/train; fi
+
+# Hold a retrained adapter to the shipped one before installing it (#49: no seen cell may drop):
+# every cell the shipped adapter published from bench/mr_trained.py (docs/results/), benched for
+# the candidate on the same documents with the shipped decoding options, then bench/ship_check.py.
+# Hours under vLLM on 2 CPU cores; each folder's ledger resumes, so after a stop run it again.
+#   make default-mr-ship-check SHIP_MR=vllm:runs/dmr5/train SHIP_OUT=runs/bench/ship-dmr5
+SHIP_MR ?= vllm:$(DEFAULT_MR_OUT)/train
+SHIP_OUT ?= runs/bench/ship-check
+SHIP_N ?= 50
+SHIP_PY ?= $(VLLM_VENV)/bin/python
+SHIP_ARGS ?= grounding=true,snap_quotes=true,anchor_quotes=true,prompts=chat,chunk_tokens=500
+SHIP_BENCH = $(SHIP_PY) bench/mr_trained.py --mr $(SHIP_MR) --mr-args $(SHIP_ARGS) \
+	  --arms mr/mapreduce --n $(SHIP_N) --parallel 25
+# the shipped adapter's published cells (each in one file)
+SHIP_SHIPPED = default-mr-seen-4k-16k default-mr-extractive-16k default-mr-49-v2-kv-4k \
+	  default-mr-49-v2-conflicting-4k default-mr-49-v2-conflicting-8k-16k
+SHIP_RUNS = seen-4k seen-8k seen-16k kv conflicting conflicting-long
+default-mr-ship-check:
+	$(SHIP_BENCH) --templates train --out $(SHIP_OUT)/seen-4k --lengths 4000 \
+	  --families passkey,number_string,math_find,multihop,extractive_qa,variable_tracking
+	$(SHIP_BENCH) --templates train --out $(SHIP_OUT)/seen-8k --lengths 8000 \
+	  --families passkey,number_string,kv_retrieval,extractive_qa
+	$(SHIP_BENCH) --templates train --out $(SHIP_OUT)/seen-16k --lengths 16000 \
+	  --families kv_retrieval,extractive_qa
+	$(SHIP_BENCH) --templates train,heldout --out $(SHIP_OUT)/kv --lengths 4000 \
+	  --families kv_retrieval
+	$(SHIP_BENCH) --templates train,heldout --out $(SHIP_OUT)/conflicting --lengths 4000 \
+	  --families conflicting
+	$(SHIP_BENCH) --templates heldout --out $(SHIP_OUT)/conflicting-long --lengths 8000,16000 \
+	  --families conflicting
+	$(BIN)/python bench/ship_check.py $(foreach f,$(SHIP_SHIPPED),--shipped docs/results/$(f).json) \
+	  $(foreach r,$(SHIP_RUNS),--candidate $(SHIP_OUT)/$(r)/results.json) --json $(SHIP_OUT)/ship-check.json
 
 # hf:default-coa from scratch: the Chain-of-Agents oracle's calls on tree-shaped variable
 # tracking (seeds from 1,000,000; bench/orderings.py reads seeds from 0) -> LoRA in standard

@@ -117,3 +117,32 @@ def test_a_family_a_little_lower_at_every_length_drops_pooled(tmp_path):
     text = bench.table(out)
     assert "| kv_retrieval (4000, 16000) | 89 | 75 | -14 [" in text
     assert "pooled, kv_retrieval drops." in text
+
+
+def test_the_make_target_benches_every_cell_the_shipped_adapter_published(tmp_path):
+    """`make default-mr-ship-check` runs the candidate's bench cells and the check; here with a
+    scripted reader at one document a cell (seconds): every cell of the shipped adapter's
+    published files is compared, and the candidate has none the shipped side lacks. A
+    published file added to SHIP_SHIPPED without its bench call, or a bench call dropped,
+    leaves a cell not run."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    venv = Path(sys.executable).parent.parent
+    out = tmp_path / "ship"
+    cmd = ["make", "-s", "-C", str(ROOT), "default-mr-ship-check", f"VENV={venv}",
+           f"SHIP_PY={sys.executable}", "SHIP_MR=scripted:passkey", "SHIP_N=1",
+           "SHIP_ARGS=prompts=chat,chunk_tokens=200", f"SHIP_OUT={out}"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    check = json.loads((out / "ship-check.json").read_text())
+    assert check["not_run"] == [] and check["only_candidate"] == []
+    shipped = {
+        name
+        for f in check["shipped_files"]
+        for name in json.loads((ROOT / f).read_text())["arms"]["mr/mapreduce"]["cells"]
+    }
+    assert set(check["cells"]) == shipped and len(shipped) >= 18
