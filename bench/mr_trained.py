@@ -62,6 +62,7 @@ import numpy as np
 from chunkwise.benchmarks.evidence import overlaps
 from chunkwise.data.families import HELDOUT_FAMILY, HELDOUT_SEED, get_family
 from chunkwise.data.families.wordings import CONFLICT_KINDS, SELECTIONS
+from chunkwise.errors import BadInput
 from chunkwise.eval.plots import interval_bars
 from chunkwise.experiments.ledger import Ledger, ledger_key
 from chunkwise.llm import load_llm
@@ -898,7 +899,10 @@ def main() -> None:
                     help="write the report from the cells finished in --out; run nothing "
                     "(safe while another run is writing there)")  # fmt: skip
     args = ap.parse_args()
-    result = run(args)
+    try:
+        result = run(args)
+    except BadInput as e:  # a bad model spec or option, a damaged ledger: said, not a traceback
+        ap.exit(2, f"mr_trained.py: error: {e}\n")
     (args.out / "results.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     md = table(result)
     (args.out / "table.md").write_text(md + "\n", encoding="utf-8")

@@ -166,3 +166,17 @@ def test_the_differences_are_paired_on_the_same_documents():
     out["arms"]["mr/mapreduce-nocal"] = arm([1.0] * 9)
     with pytest.raises(ValueError, match="not paired"):
         bench.differences(out)
+
+
+def test_a_bad_option_is_one_line_not_a_traceback(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "mr_trained.py"), "--mr", "scripted:passkey",
+         "--mr-args", "chunk_tokens=abc", "--arms", "mr/mapreduce", "--families", "passkey",
+         "--lengths", "4000", "--n", "1", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "mr_trained.py: error: strategy 'mapreduce': option chunk_tokens='abc' is not valid; "
+        "expected a whole number"
+    ]
