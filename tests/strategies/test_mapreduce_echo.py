@@ -150,6 +150,62 @@ def test_with_echo_check_off_the_key_survives_and_wins(off):
     assert ans.text.strip() == KEY  # the failure the check exists for
 
 
+# -- the reduce -----------------------------------------------------------------------------------
+
+
+def _keyless_doc() -> str:
+    """The kv document of :func:`_kv_doc` with the gold pair taken out: no part holds the key."""
+    return _kv_doc().replace(f'"{KEY}": "{VALUE}", ', "")
+
+
+def _reduce_llm(reduce_answer: str, map_finding: str | None = None) -> ScriptedLLM:
+    """Every map call says NO INFORMATION, or gives ``map_finding`` where it is set; the reduce
+    answers ``reduce_answer`` whatever it is sent."""
+    none = (
+        "Extracted Information: none\nRationale: r\nAnswer: [NO INFORMATION]\nConfidence Score: 0"
+    )
+    found = (
+        f"Extracted Information: {map_finding}\nRationale: r\nAnswer: {map_finding}\n"
+        "Confidence Score: 5"
+    )
+    llm = ScriptedLLM(
+        rules=[
+            (r"===== Part of the document =====", found if map_finding else none),
+            (r".*", f"Rationale: r\nAnswer: {reduce_answer}"),
+        ],
+        window=2048,
+    )
+    llm.chat = True
+    return llm
+
+
+def _answer(llm: ScriptedLLM, doc: str, **opts):
+    strat = get_strategy("mapreduce", chunk_tokens=150, **opts)
+    return strat.answer(doc, Query(OFFICIAL, "retrieval"), llm)
+
+
+def test_a_reduce_sent_nothing_that_answers_the_key_says_no_information():
+    ans = _answer(_reduce_llm(KEY), _keyless_doc())
+    assert ans.text.strip() == "[NO INFORMATION]"
+    assert ans.stats.extra["reduce_question_echo"] is True
+    (red,) = [e for e in ans.trace if e.stage == "reduce"]
+    assert red.output["question_echo"] == KEY and KEY in red.output["raw"]  # what it wrote
+
+
+def test_a_reduce_answer_that_a_finding_holds_is_kept():
+    # a finding that names the key (as text the part held) backs the same answer: not an echo
+    ans = _answer(_reduce_llm(KEY, map_finding=KEY), _kv_doc(), grounding=False)
+    assert ans.text.strip() == KEY and ans.stats.extra["reduce_question_echo"] is False
+    # an answer that echoes nothing is never touched
+    ans = _answer(_reduce_llm(VALUE), _keyless_doc())
+    assert ans.text.strip() == VALUE and ans.stats.extra["reduce_question_echo"] is False
+
+
+def test_with_echo_check_off_the_reduce_keeps_the_key():
+    ans = _answer(_reduce_llm(KEY), _keyless_doc(), echo_check=False)
+    assert ans.text.strip() == KEY and ans.stats.extra["reduce_question_echo"] is False
+
+
 # -- training keeps the negatives ----------------------------------------------------------------
 
 

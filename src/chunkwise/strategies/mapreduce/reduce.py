@@ -1,6 +1,7 @@
 """MapReduce's reduce stage: one call over the kept records (never on an empty context: with none
 it is told nothing relevant was found), its answer parsed and, with ``snap_quotes``, snapped to
-the finding it nearly copies."""
+the finding it nearly copies; with ``echo_check``, an answer that echoes the question from
+findings that do not hold it becomes ``[NO INFORMATION]``."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from typing import TYPE_CHECKING
 from chunkwise.llm import LLM
 from chunkwise.strategies.base import Query, Stats, TraceEvent
 from chunkwise.strategies.grounding import snap_answer
+from chunkwise.strategies.mapreduce.echo import echoed_span
 from chunkwise.strategies.mapreduce.map_stage import snaps
 from chunkwise.strategies.mapreduce.prompts import Prompts, as_request, reduce_prompt
-from chunkwise.strategies.protocol import Record, parse_record
+from chunkwise.strategies.protocol import NO_INFO, Record, parse_record
 
 if TYPE_CHECKING:
     from chunkwise.strategies.mapreduce.strategy import MapReduce
@@ -41,7 +43,11 @@ def run_reduce(
     answer = final.answer if final.answer is not None else ""
     value = snap_reduce(mr, p, answer, kept)
     answer = value if value is not None else answer
+    echo = reduce_echo(mr, query, answer, kept)
+    if echo is not None:
+        answer = NO_INFO
     stats.extra["reduce_snapped"] = value is not None
+    stats.extra["reduce_question_echo"] = echo is not None
     stats.extra["reduce_no_answer"] = final.answer is None
     stats.extra["reduce_truncated"] = out.finish_reason == "length"
     trace.append(
@@ -53,6 +59,7 @@ def run_reduce(
                 "answer": answer,
                 "rationale": final.rationale,
                 "finish_reason": out.finish_reason,
+                **({"question_echo": echo} if echo is not None else {}),
             },
             out.prompt_tokens,
             out.completion_tokens,
@@ -73,4 +80,16 @@ def snap_reduce(mr: MapReduce, p: Prompts, answer: str, kept: list[Record]) -> s
     return snap_answer(answer, values) if values else None
 
 
-__all__ = ["run_reduce", "snap_reduce"]
+def reduce_echo(mr: MapReduce, query: Query, answer: str, kept: list[Record]) -> str | None:
+    """With ``echo_check`` on, the span the question quotes that the reduce answer echoes
+    although no finding it was sent holds that span or the answer (:func:`.echo.echoed_span`
+    over the findings' text), else None. Sent nothing, a model can still copy the question:
+    the official kv question's key came back as the answer (issue #49), and an extractive
+    question's quoted phrase."""
+    if not mr.echo_check:
+        return None
+    sent = "\n".join(f"{r.extracted_information or ''} {r.answer or ''}" for r in kept)
+    return echoed_span(query.question, answer, sent)
+
+
+__all__ = ["reduce_echo", "run_reduce", "snap_reduce"]

@@ -100,6 +100,9 @@ class MapReduce(Strategy):
                         answer: the model copied the question instead of reading the chunk
                         (:mod:`.echo`); counted as ``map_question_echo`` (chunk indices in
                         ``question_echo_parts``), named ``question_echo`` on the map event.
+                        A reduce answer that echoes such a span while no finding it was sent
+                        holds the span or the answer becomes ``[NO INFORMATION]``
+                        (``reduce_question_echo``; the reduce event keeps the raw reply).
                         On by default (it costs no call); ``echo_check=false`` turns it off
     max_new_tokens      cap on every stage's new tokens (0: the prompt set's own
                         ``map/collapse/reduce_max_new_tokens``); a cap also frees window room
