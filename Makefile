@@ -193,7 +193,8 @@ SHIP_BENCH = $(SHIP_PY) bench/mr_trained.py --mr $(SHIP_MR) --mr-args $(SHIP_ARG
 SHIP_SHIPPED = default-mr-seen-4k-16k default-mr-extractive-16k default-mr-49-v2-kv-4k \
 	  default-mr-49-v2-conflicting-4k default-mr-49-v2-conflicting-8k-16k
 SHIP_RUNS = seen-4k seen-8k seen-16k kv conflicting conflicting-long
-default-mr-ship-check:
+# (the vLLM environment is set up first unless SHIP_PY names another python)
+default-mr-ship-check: $(if $(filter $(VLLM_VENV)/bin/python,$(SHIP_PY)),$(VLLM_STAMP))
 	$(SHIP_BENCH) --templates train --out $(SHIP_OUT)/seen-4k --lengths 4000 \
 	  --families passkey,number_string,math_find,multihop,extractive_qa,variable_tracking
 	$(SHIP_BENCH) --templates train --out $(SHIP_OUT)/seen-8k --lengths 8000 \
