@@ -127,6 +127,9 @@ DEFAULT_MR_EXTRACTIVE_REDUCE_N ?= 12
 # finding per extractive document, 36 in all, and three seeds scored 20, 2 and 16: 12 more
 # documents per length, seed 2, map and reduce both taught
 DEFAULT_MR_EXTRACTIVE_N ?= 12
+# that fraction of those documents also with their quoted sentence cut out (every part NO
+# INFORMATION, the reduce too); 0, as shipped, makes none: a candidate's opt-in
+DEFAULT_MR_EXTRACTIVE_UNANSWERABLE ?= 0
 # conflicting's lesson is the source, not the wording: 12 documents over its eight training
 # styles (data/families/wordings.yaml) are one or two per style and weak kind, so 36 more per
 # length, seed 1, map and reduce both taught
@@ -163,7 +166,9 @@ default-mr-data: install
 	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/extractive-reduce \
 	  --n $(DEFAULT_MR_EXTRACTIVE_REDUCE_N) --seed 1 --families extractive_qa
 	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/extractive \
-	  --n $(DEFAULT_MR_EXTRACTIVE_N) --seed 2 --families extractive_qa
+	  --n $(DEFAULT_MR_EXTRACTIVE_N) --seed 2 --families extractive_qa \
+	  $(if $(filter-out 0,$(DEFAULT_MR_EXTRACTIVE_UNANSWERABLE)),--unanswerable \
+	  $(DEFAULT_MR_EXTRACTIVE_UNANSWERABLE) --unanswerable-families extractive_qa)
 	$(DEFAULT_MR_SYNTH) --out $(DEFAULT_MR_OUT)/synth/conflicting \
 	  --n $(DEFAULT_MR_CONFLICTING_N) --seed 1 --families conflicting
 

@@ -330,3 +330,78 @@ def test_every_target_fits_the_budget_decoding_gives_its_call(monkeypatch):
     )
     with pytest.raises(TargetOverBudget, match="cut before its answer"):
         teacher.record(doc[0])
+
+
+def _cuts(orig: str, variant: str, near: int) -> list[str]:
+    """Each stretch of ``orig`` starting at most four characters before ``near`` whose removal
+    leaves ``variant`` (equal text on both sides of a cut makes several)."""
+    d = len(orig) - len(variant)
+    starts = range(max(0, near - 4), near + 1)
+    return [orig[s : s + d] for s in starts if d > 0 and orig[:s] + orig[s + d :] == variant]
+
+
+def test_extractive_qa_variants_cut_the_quoted_sentence_and_are_made_only_when_named(tmp_path):
+    """extractive_qa's quoted phrase occurs once, so its variant (the whole sentence that
+    opens with the phrase cut out, spaces included) leaves the question unanswered; it is
+    made only when --unanswerable_families names it, so older recipes keep their data."""
+    llm = counter()
+    fams = ["extractive_qa", "passkey"]
+    default = run_oracle(
+        llm, tmp_path / "d", families=fams, lengths=[1500], n=4, progress=False, unanswerable=0.5
+    )
+    assert default["unanswerable"] == 2  # passkey's two
+    config_file = tmp_path / "d" / "config.json"
+    config = json.loads(config_file.read_text())
+    assert config.pop("unanswerable_families") is None
+    config_file.write_text(json.dumps(config))  # a folder from before the option resumes
+    again = run_oracle(
+        llm, tmp_path / "d", families=fams, lengths=[1500], n=4, progress=False, unanswerable=0.5
+    )
+    assert again["records_in_file"] == 10 and again["new_examples_by_stage"] == {}
+
+    named = run_oracle(
+        llm, tmp_path / "n", families=fams, lengths=[1500], n=4, progress=False,
+        unanswerable=0.5, unanswerable_families=["extractive_qa"],
+    )  # fmt: skip
+    assert named["unanswerable"] == 2
+    recs = [
+        json.loads(x) for x in (tmp_path / "n" / "data" / "oracle.jsonl").read_text().splitlines()
+    ]
+    by_id = {r["id"]: r for r in recs}
+    variants = [r for r in recs if r["id"].endswith("-none")]
+    assert {r["meta"]["family"] for r in variants} == {"extractive_qa"}
+    docs = {
+        d.id: d
+        for d in get_family("extractive_qa").make(
+            n=4, seed=0, length_tokens=1500, count_tokens=llm.count_tokens
+        )
+    }
+    for r in variants:
+        orig = by_id[r["id"].removesuffix("-none")]
+        (ev,) = docs[orig["id"]].evidence
+        phrase = re.search(r'"(.+)"', r["question"]).group(1)  # type: ignore[union-attr]
+        assert " ".join(orig["document"].split()).count(phrase) == 1
+        assert phrase not in " ".join(r["document"].split())
+        sentences = [c.strip(" ") for c in _cuts(orig["document"], r["document"], ev.start)]
+        assert any(  # one stretch, from the phrase to its sentence's end
+            x.startswith(ev.text) and x.endswith(".") and "." not in x[:-1] for x in sentences
+        ), sentences
+        assert validate_record(r) == [] and r["answer"] == "[NO INFORMATION]"
+        assert all(m["no_information"] for m in r["intermediate"]["map"])
+        assert r["intermediate"]["reduce"]["answer"] == "[NO INFORMATION]"
+
+    with pytest.raises(BadInput, match="settings"):  # the named set is part of the run
+        run_oracle(
+            llm, tmp_path / "n", families=fams, lengths=[1500], n=4, progress=False,
+            unanswerable=0.5,
+        )  # fmt: skip
+    with pytest.raises(BadInput, match="math_find has no unanswerable variant"):
+        run_oracle(
+            llm, tmp_path / "m", families=["math_find", "passkey"], lengths=[1500], n=1,
+            unanswerable=0.5, unanswerable_families=["math_find"],
+        )  # fmt: skip
+    with pytest.raises(BadInput, match="not in --families"):
+        run_oracle(
+            llm, tmp_path / "m", families=["passkey"], lengths=[1500], n=1,
+            unanswerable=0.5, unanswerable_families=["extractive_qa"],
+        )  # fmt: skip

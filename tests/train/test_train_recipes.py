@@ -143,6 +143,29 @@ def test_embedded_recipe_validates_and_matches_make_default_mr(monkeypatch):
         )
 
 
+def test_make_default_mr_cuts_extractive_qa_sentences_only_when_asked():
+    """The shipped data has no extractive_qa unanswerable variants: make default-mr passes
+    --unanswerable-families only when DEFAULT_MR_EXTRACTIVE_UNANSWERABLE asks for them, and
+    then to the extractive_qa call alone."""
+    import subprocess
+
+    def calls(*var: str) -> list[str]:
+        out = subprocess.run(
+            ["make", "-n", "-B", "default-mr-data", "DEFAULT_MR_OUT=o", *var],
+            cwd=REPO, capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        return [c for c in out.replace("\\\n", " ").splitlines() if "synth --teacher" in c]
+
+    shipped = calls()
+    assert len(shipped) == 7 and not any("--unanswerable-families" in c for c in shipped)
+    asked = calls("DEFAULT_MR_EXTRACTIVE_UNANSWERABLE=0.5")
+    changed = [c for c in asked if c not in shipped]
+    assert len(changed) == 1 and "--out o/synth/extractive " in changed[0]
+    assert changed[0].split()[-4:] == [
+        "--unanswerable", "0.5", "--unanswerable-families", "extractive_qa"
+    ]  # fmt: skip
+
+
 #: train.* keys that do not change the trained weights (an adapter trained before they existed
 #: is still the recipe's)
 RUN_ONLY_KEYS = ("timeout_minutes",)

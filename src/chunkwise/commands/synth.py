@@ -36,6 +36,9 @@ class TeacherOptions:
     #: learns to answer [NO INFORMATION] when every part is empty (retrieval and conflicting
     #: families)
     unanswerable: float = 0.0
+    #: oracle: the families that get --unanswerable variants, comma-separated (default: every
+    #: one that makes them unasked; extractive_qa only when named)
+    unanswerable_families: str = ""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -207,6 +207,7 @@ def oracle_settings(
     window: int,
     mapreduce_args: dict[str, Any],
     unanswerable: float,
+    unanswerable_families: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """What shapes an oracle run's records (recorded in ``out/config.json``): a rerun into the
     same folder must give the same values."""
@@ -222,8 +223,36 @@ def oracle_settings(
         "window": window,
         "mapreduce_args": dict(mapreduce_args),
         "unanswerable": unanswerable,
+        # None (the default) is what a folder from before the option reads back: it resumes
+        "unanswerable_families": None
+        if unanswerable_families is None
+        else list(unanswerable_families),
         "wordings": wordings_digest(),  # the training templates the documents are worded with
     }
+
+
+def cut_families(families: Sequence[str], named: Sequence[str] | None) -> set[str]:
+    """The families of ``families`` whose unanswerable variants are made: ``named`` (each must
+    be one of ``families`` and have variants), or by default those that make them unasked."""
+    if named is None:
+        return {
+            f for f in families
+            if get_family(f).unanswerable_variants and get_family(f).unanswerable_by_default
+        }  # fmt: skip
+    for f in named:
+        if f not in families:
+            raise BadInput(
+                f"--unanswerable_families names {f!r}, which is not in --families "
+                f"({', '.join(families)})"
+            )
+        if not get_family(f).unanswerable_variants:
+            have = [x for x in families if get_family(x).unanswerable_variants]
+            raise BadInput(
+                f"--unanswerable_families: {f} has no unanswerable variant (cutting its evidence "
+                f"would not surely leave the question unanswered); of --families these have one: "
+                f"{', '.join(have) or 'none'}"
+            )
+    return set(named)
 
 
 def _progress(total: int, progress: bool) -> Any:
@@ -235,7 +264,8 @@ def _progress(total: int, progress: bool) -> Any:
 
 
 def _job_docs(llm: LLM, fam: str, length: int, n: int, seed: int, n_cut: int) -> list[Doc]:
-    """One (family, length) job's documents, then its unanswerable variants."""
+    """One (family, length) job's documents, then the unanswerable variants of its first
+    ``n_cut``."""
     family = get_family(fam)
     # training records are worded with the training templates only (wordings.yaml)
     docs = family.make(
@@ -257,6 +287,7 @@ def run_oracle(
     mapreduce_args: dict[str, Any] | None = None,
     progress: bool = True,
     unanswerable: float = 0.0,
+    unanswerable_families: Sequence[str] | None = None,
     override_settings: bool = False,
 ) -> dict[str, Any]:
     """Write ``out/data/oracle.jsonl`` and ``out/stats.json``; returns the stats.
@@ -266,9 +297,11 @@ def run_oracle(
     skips the ids already there. ``out/config.json`` records the settings; a rerun with others
     is refused unless ``override_settings``. ``unanswerable``: for that fraction of each
     family's documents at each length, also its variant with the evidence cut out (every part
-    empty, the reduce answering ``[NO INFORMATION]``), for the families that have one."""
+    empty, the reduce answering ``[NO INFORMATION]``), for ``unanswerable_families`` (default:
+    the families that make them unasked, :func:`cut_families`)."""
     if not 0.0 <= unanswerable <= 1.0:
         raise BadInput(f"--unanswerable must be a fraction in [0, 1], got {unanswerable}")
+    cut = cut_families(families, unanswerable_families)
     args = dict(mapreduce_args or {})
     teacher = OracleTeacher(llm, window, args)
     settings = oracle_settings(
@@ -280,6 +313,7 @@ def run_oracle(
         window=window,
         mapreduce_args=args,
         unanswerable=unanswerable,
+        unanswerable_families=unanswerable_families,
     )
     out.mkdir(parents=True, exist_ok=True)
     check_settings(
@@ -304,11 +338,11 @@ def run_oracle(
         stats["unanswerable"] += bool(doc.meta.get("unanswerable"))
 
     jobs = [(f, L) for f in families for L in lengths]
-    n_cut = round(n * unanswerable)  # variants per job (families without them finish early)
-    bar = _progress(len(jobs) * (n + n_cut), progress)
+    n_cut = round(n * unanswerable)  # variants per job of a family in ``cut``
+    bar = _progress(sum(n + n_cut * (f in cut) for f, _ in jobs), progress)
     with JsonlAppender(path, key="id") as app:
         for fam, length in jobs:
-            for doc in _job_docs(llm, fam, length, n, seed, n_cut):
+            for doc in _job_docs(llm, fam, length, n, seed, n_cut if fam in cut else 0):
                 if bar is not None:
                     bar.update(1)
                 if doc.id in app:
@@ -372,6 +406,12 @@ def parse_families(text: str) -> list[str]:
     return names
 
 
+def parse_names(text: str) -> list[str] | None:
+    """A comma-separated flag's names (None when it is empty: the default)."""
+    names = [x.strip() for x in (text or "").split(",") if x.strip()]
+    return names or None
+
+
 def run_oracle_cli(args: Any, mapreduce_args: dict[str, Any]) -> int:
     """``chunkwise synth --teacher oracle``: prints the stats as one JSON line."""
     from chunkwise.llm import load_llm
@@ -402,6 +442,7 @@ def run_oracle_cli(args: Any, mapreduce_args: dict[str, Any]) -> int:
             mapreduce_args=mapreduce_args,
             progress=not args.no_progress,
             unanswerable=args.unanswerable,
+            unanswerable_families=parse_names(getattr(args, "unanswerable_families", "")),
             override_settings=bool(getattr(args, "override_settings", False)),
         )
     finally:
@@ -414,6 +455,7 @@ __all__ = [
     "OracleLLM",
     "OracleTeacher",
     "TargetOverBudget",
+    "cut_families",
     "oracle_settings",
     "run_oracle",
     "run_oracle_cli",

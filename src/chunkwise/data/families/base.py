@@ -142,9 +142,12 @@ class Family:
         )
 
     #: whether cutting a document's evidence out surely leaves its question without an answer
-    #: (not so where every part holds candidates, as in math_find's lists, or where real text
-    #: may say the same thing twice, as in extractive_qa)
+    #: (not so where every part holds candidates, as in math_find's lists)
     unanswerable_variants: ClassVar[bool] = False
+    #: whether ``--unanswerable`` makes this family's variants when ``--unanswerable_families``
+    #: does not name the families (a family whose variants came after a published recipe is
+    #: left off, so that recipe's data stays what it was)
+    unanswerable_by_default: ClassVar[bool] = True
 
     def without_evidence(self, doc: Doc) -> Doc | None:
         """``doc`` with its evidence cut out: the same question, no answer in the text, so every
@@ -154,11 +157,16 @@ class Family:
             return None
         text = doc.context
         for ev in sorted(doc.evidence, key=lambda e: e.start, reverse=True):
-            text = _cut(text, ev.start, ev.end)
+            text = _cut(text, *self.cut_span(doc.context, ev))
         return replace(
             doc, id=f"{doc.id}-none", context=text, answer=NO_INFO, evidence=[],
             meta={**doc.meta, "unanswerable": True},
         )  # fmt: skip
+
+    def cut_span(self, context: str, ev: Evidence) -> tuple[int, int]:
+        """The span of ``context`` :meth:`without_evidence` removes for ``ev``: the evidence
+        itself (a family whose evidence is part of a sentence widens it to the sentence)."""
+        return ev.start, ev.end
 
     def none_found(self, doc: Doc) -> str:
         """The reduce rationale when no part holds anything."""
