@@ -343,7 +343,7 @@ def _cuts(orig: str, variant: str, near: int) -> list[str]:
 def test_extractive_qa_variants_cut_the_quoted_sentence_and_are_made_only_when_named(tmp_path):
     """extractive_qa's quoted phrase occurs once, so its variant (the whole sentence that
     opens with the phrase cut out, spaces included) leaves the question unanswered; it is
-    made only when --unanswerable_families names it, so older recipes keep their data."""
+    made only when --unanswerable-families names it, so older recipes keep their data."""
     llm = counter()
     fams = ["extractive_qa", "passkey"]
     default = run_oracle(

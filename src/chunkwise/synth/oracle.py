@@ -242,13 +242,13 @@ def cut_families(families: Sequence[str], named: Sequence[str] | None) -> set[st
     for f in named:
         if f not in families:
             raise BadInput(
-                f"--unanswerable_families names {f!r}, which is not in --families "
+                f"--unanswerable-families names {f!r}, which is not in --families "
                 f"({', '.join(families)})"
             )
         if not get_family(f).unanswerable_variants:
             have = [x for x in families if get_family(x).unanswerable_variants]
             raise BadInput(
-                f"--unanswerable_families: {f} has no unanswerable variant (cutting its evidence "
+                f"--unanswerable-families: {f} has no unanswerable variant (cutting its evidence "
                 f"would not surely leave the question unanswered); of --families these have one: "
                 f"{', '.join(have) or 'none'}"
             )

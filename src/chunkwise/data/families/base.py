@@ -144,7 +144,7 @@ class Family:
     #: whether cutting a document's evidence out surely leaves its question without an answer
     #: (not so where every part holds candidates, as in math_find's lists)
     unanswerable_variants: ClassVar[bool] = False
-    #: whether ``--unanswerable`` makes this family's variants when ``--unanswerable_families``
+    #: whether ``--unanswerable`` makes this family's variants when ``--unanswerable-families``
     #: does not name the families (a family whose variants came after a published recipe is
     #: left off, so that recipe's data stays what it was)
     unanswerable_by_default: ClassVar[bool] = True

@@ -104,7 +104,7 @@ class ExtractiveQA(Family):
     topic = "the quoted phrase"
     #: the quoted phrase occurs once in the document (span_questions), so cutting its sentence
     #: leaves the question without an answer; off unless named, as make default-mr's shipped
-    #: data was built without them (synth --unanswerable_families extractive_qa)
+    #: data was built without them (synth --unanswerable-families extractive_qa)
     unanswerable_variants = True
     unanswerable_by_default = False
 
