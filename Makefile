@@ -141,7 +141,7 @@ DEFAULT_MR_SEED ?= 0
 # at 5e-4 the three agreed on every family but extractive QA and the never-trained variable
 # tracking (docs/log.md)
 DEFAULT_MR_LR ?= 5.0e-4
-# more recipe overrides for the training step, e.g. a candidate recipe's
+# more recipe overrides for the training step, e.g. the rejected candidate's (model card)
 # DEFAULT_MR_TRAIN_ARGS="'--data.no_information_keep_by_family={kv_retrieval: 0.3, extractive_qa: 0.5}'"
 DEFAULT_MR_TRAIN_ARGS ?=
 # 1: copy the trained adapter into the package (hf:default-mr); 0: leave it in DEFAULT_MR_OUT
