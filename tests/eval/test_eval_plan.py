@@ -386,6 +386,6 @@ def test_a_stopped_run_on_the_embedded_model_is_timed_at_its_own_pace(tmp_path, 
     plan = plan_eval(cfg, embedded_llm, progress=False, rates=rates)
     left = plan["total"]["computed"]
     assert plan["total"]["kept"] == 2 and left["calls"] >= 1
-    assert plan["estimated_seconds"] == pytest.approx(
-        left["prefill_tokens"] * kept["seconds"] / kept["prompt_tokens"], rel=0.01
+    assert plan["estimated_seconds"] == pytest.approx(  # the plan rounds to 0.1 s
+        left["prefill_tokens"] * kept["seconds"] / kept["prompt_tokens"], rel=0.01, abs=0.05
     )
