@@ -20,15 +20,18 @@ MD = MarkdownIt("commonmark").enable("table")
 
 
 def markdown_files(root: Path) -> list[Path]:
-    """The Markdown files git tracks (a fresh clone's), else every one outside build folders."""
-    try:
-        out = subprocess.run(
-            ["git", "ls-files", "*.md"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout
-        return [root / p for p in out.split()]
-    except (OSError, subprocess.CalledProcessError):
-        skip = {".venv", ".venv-vllm", "runs", "node_modules", ".git"}
-        return [p for p in root.rglob("*.md") if not skip & set(p.relative_to(root).parts)]
+    """The Markdown files git tracks when ``root`` is a checkout (a fresh clone's), else every
+    one outside build folders (a test's page tree, which may sit inside some other checkout)."""
+    if (root / ".git").exists():
+        try:
+            out = subprocess.run(
+                ["git", "ls-files", "*.md"], cwd=root, capture_output=True, text=True, check=True
+            ).stdout
+            return [root / p for p in out.split()]
+        except (OSError, subprocess.CalledProcessError):
+            pass  # no git on this machine: walk the tree instead
+    skip = {".venv", ".venv-vllm", "runs", "node_modules", ".git"}
+    return [p for p in root.rglob("*.md") if not skip & set(p.relative_to(root).parts)]
 
 
 def _text(inline) -> str:
